@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Build the local base image every staging and test node boots from: a minimal Debian 12 with systemd
+# as PID 1, made with debootstrap (no registry is needed or reachable). Cached by tag; FORCE=1 rebuilds.
+set -euo pipefail
+
+IMAGE="${NODE_IMAGE:-vllm-deploy/node:bookworm}"
+MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+
+if [[ "${FORCE:-0}" != 1 ]] && docker image inspect "$IMAGE" >/dev/null 2>&1; then
+  echo "node image: $IMAGE already built (FORCE=1 to rebuild)"
+  exit 0
+fi
+
+root="$(mktemp -d /var/tmp/vllm-deploy-node.XXXXXX)"
+trap 'rm -rf "$root"' EXIT
+echo "node image: debootstrap bookworm into $root (about a minute)"
+debootstrap --variant=minbase \
+  --include=python3,python3-apt,systemd,systemd-sysv,dbus,ca-certificates,sudo,iproute2,procps \
+  bookworm "$root" "$MIRROR" >"$root.log" 2>&1 || { tail -20 "$root.log"; exit 1; }
+rm -f "$root.log"
+
+# Same package sources as a real Debian 12 node (main + updates + security).
+cat >"$root/etc/apt/sources.list.d/debian.sources" <<SOURCES
+Types: deb
+URIs: $MIRROR
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: ${MIRROR%/debian}/debian-security
+Suites: bookworm-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SOURCES
+rm -f "$root/etc/apt/sources.list"
+# A container has no console or udev to wait for; keep boot quiet and fast.
+for unit in getty@tty1.service systemd-udevd.service systemd-udev-trigger.service \
+            systemd-resolved.service systemd-timesyncd.service apt-daily.timer apt-daily-upgrade.timer; do
+  ln -sf /dev/null "$root/etc/systemd/system/$unit"
+done
+echo "node" >"$root/etc/hostname"
+: >"$root/etc/machine-id"
+apt-get clean -o Dir="$root" >/dev/null 2>&1 || true
+rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/archives/*.deb
+# Empty package lists must look stale, or apt's cache_valid_time would skip the first update.
+touch -d 2000-01-01 "$root/var/lib/apt/lists"
+
+tar -C "$root" -c . | docker import \
+  -c 'CMD ["/lib/systemd/systemd"]' -c 'ENV container=docker' \
+  - "$IMAGE" >/dev/null
+echo "node image: built $IMAGE ($(docker image inspect -f '{{.Size}}' "$IMAGE" | numfmt --to=iec))"
