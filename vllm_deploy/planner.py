@@ -26,10 +26,11 @@ run over ``num_reqs = min(max_num_seqs, max_num_batched_tokens)`` rows of logits
     activation_peak = max(dense_fwd, sampler) + moe_ws + encoder   (last PP stage; earlier: dense_fwd + moe_ws)
 
 Fitted on (torch peak increase logged by vLLM): v0.19.0 / H100 / 8192 tokens / 1024 seqs:
-Llama-3.1-8B 1.89 GiB (model 1.90), Gemma-3-27B 3.99 (3.88), Qwen2.5-7B TP2 2.21 (2.25),
-Mixtral-8x7B TP2 1.21 (1.25), DeepSeek-V2-Lite 1.93 (2.09), Gemma-3 (+ encoder) 3.96; v0.10.2
-LLaVA-1.6-Mistral-7B at 16384 tokens 1.97 (1.97: dense term + encoder; the 1.18 factor is fitted
-here); v0.17.1 RTX 3090 Llama-3.1-8B / Qwen2.5-7B (2048 tokens, 256 seqs; only the sum activation + non-torch is known there, 0.52-0.57 GiB, model 0.54-0.63).
+Llama-3.1-8B 1.89 GiB (model 1.90), Gemma-3-27B 3.99 (3.96 incl. encoder), Qwen2.5-7B TP2 2.21
+(2.25), Mixtral-8x7B TP2 1.21 (1.25), DeepSeek-V2-Lite 1.93 (2.09); v0.10.2 LLaVA-1.6-Mistral-7B
+at 16384 tokens 1.97 (1.97: dense term + encoder; the 1.18 factor is fitted here); v0.17.1 RTX 3090
+Llama-3.1-8B / Qwen2.5-7B (2048 tokens, 256 seqs; only activation + non-torch is known there,
+0.52-0.57 GiB; model 0.54-0.63).
 
 Known limits: the 15.5 B/logit sampler cost is one figure for all versions (FlashInfer vs PyTorch
 samplers differ); the 1.18 dense factor is fitted on a single point; multimodal encoder profiling
