@@ -903,11 +903,15 @@ def _suggestions(model: ModelInfo, base: Plan, kwargs: dict) -> list[dict]:
         return out
     if base.max_model_len_fit > 0 and base.max_model_len_fit < base.max_model_len:
         attempt({"max_model_len": base.max_model_len_fit}, "largest max-model-len that fits")
-    for seqs in (256, 128, 64, 32):
-        if seqs < base.max_num_seqs:
-            attempt({"max_num_seqs": seqs}, "smaller sampler profile (fewer dummy requests)")
-            if out and out[-1]["fits"]:
-                break
+    # One rung for max_num_seqs: the first that fits, else the smallest tried (it only shrinks the sampler peak).
+    tried = [s for s in (256, 128, 64, 32) if s < base.max_num_seqs]
+    for i, seqs in enumerate(tried):
+        n = len(out)
+        attempt({"max_num_seqs": seqs}, "smaller sampler profile (fewer dummy requests)")
+        if len(out) > n and (out[-1]["fits"] or i == len(tried) - 1):
+            break
+        if len(out) > n:
+            out.pop()
     if base.kv_cache_dtype == "auto":
         attempt({"kv_cache_dtype": "fp8"}, "halves KV bytes per token")
     if model.quantization is None and not kwargs.get("quantization"):
