@@ -13,49 +13,48 @@ HELP = ("Plan vLLM's GPU memory for a model: weights, activations, KV cache toke
         "(exit 0 fits, 1 does not fit, 2 bad input).")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"{v} must be > 0")
-    return v
+_POSITIVE = ("gpu_memory_gib", "num_gpus", "tensor_parallel_size", "pipeline_parallel_size", "max_model_len",
+             "max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization", "cpu_kv_space_gib")
+_NON_NEGATIVE = ("cpu_offload_gb", "free_memory_gib")
 
 
-def _non_negative(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"{v} must be >= 0")
-    return v
+def _check_numbers(args: argparse.Namespace) -> None:
+    """Numbers are validated here, not by argparse types, so a bad value is one UsageError line (exit 2)."""
+    for name in _POSITIVE + _NON_NEGATIVE:
+        value = getattr(args, name, None)
+        if value is None:
+            continue
+        flag = "--" + name.replace("_", "-")
+        if value < 0 or (value == 0 and name in _POSITIVE):
+            raise UsageError(f"{flag} {value}: must be {'> 0' if name in _POSITIVE else '>= 0'}")
+    if args.gpu_memory_utilization is not None and args.gpu_memory_utilization > 1:
+        raise UsageError(f"--gpu-memory-utilization {args.gpu_memory_utilization}: a fraction of total memory, "
+                         "in (0, 1]")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = "Exit status: 0 when the plan fits, 1 when it does not, 2 on bad input."
     parser.add_argument("--model", required=True, help="model directory holding config.json (+ safetensors)")
-    parser.add_argument("--gpu-memory-gib", type=_non_negative,
+    parser.add_argument("--gpu-memory-gib", type=float,
                         help="GPU total memory as torch reports it, GiB (e.g. 79.19 for an H100 80GB)")
     parser.add_argument("--gpu", help="GPU name as nvidia-smi prints it; alone, resolves the memory from gpus.yaml")
-    parser.add_argument("--num-gpus", type=_positive_int, default=None, help="GPUs given to the instance")
-    parser.add_argument("--tensor-parallel-size", "-tp", type=_positive_int, default=1)
-    parser.add_argument("--pipeline-parallel-size", "-pp", type=_positive_int, default=1)
-    parser.add_argument("--gpu-memory-utilization", type=_non_negative, default=None,
+    parser.add_argument("--num-gpus", type=int, default=None, help="GPUs given to the instance")
+    parser.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
+    parser.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1)
+    parser.add_argument("--gpu-memory-utilization", type=float, default=None,
                         help="fraction of total GPU memory (default: vLLM's, 0.9 or 0.92 from v0.21)")
-    parser.add_argument("--max-model-len", type=_positive_int, default=None)
+    parser.add_argument("--max-model-len", type=int, default=None)
     parser.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float16", "float32"])
     parser.add_argument("--kv-cache-dtype", default="auto",
                         choices=["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16"])
-    parser.add_argument("--max-num-seqs", type=_positive_int, default=None)
-    parser.add_argument("--max-num-batched-tokens", type=_positive_int, default=None)
-    parser.add_argument("--cpu-offload-gb", type=_non_negative, default=0.0)
-    parser.add_argument("--free-memory-gib", type=_non_negative, default=None,
+    parser.add_argument("--max-num-seqs", type=int, default=None)
+    parser.add_argument("--max-num-batched-tokens", type=int, default=None)
+    parser.add_argument("--cpu-offload-gb", type=float, default=0.0)
+    parser.add_argument("--free-memory-gib", type=float, default=None,
                         help="free GPU memory at startup (checked against utilization x total)")
     parser.add_argument("--vllm-version", default=None, help="vLLM version X.Y.Z (default: the pinned one)")
     parser.add_argument("--enforce-eager", action="store_true")
-    parser.add_argument("--cpu-kv-space-gib", type=_non_negative, default=None,
+    parser.add_argument("--cpu-kv-space-gib", type=float, default=None,
                         help="plan vLLM's CPU backend with VLLM_CPU_KVCACHE_SPACE of this many GiB")
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
 
@@ -97,6 +96,7 @@ def _table(p: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    _check_numbers(args)
     try:
         model = ModelInfo.from_dir(args.model)
         if args.cpu_kv_space_gib is not None:
