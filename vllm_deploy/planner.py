@@ -755,9 +755,8 @@ def plan(model: ModelInfo, *, gpu_total_gib: float, num_gpus: int = 1, tensor_pa
     mnbt = max_num_batched_tokens or max(mnbt_default, 0)
     num_reqs = min(seqs, mnbt)
 
-    model_dtype_bytes = 2 if DTYPE_BYTES.get(model.checkpoint_dtype, 2) >= 2 else 2
-    if dtype in ("float32", "float"):
-        model_dtype_bytes = 4
+    # dtype auto serves fp32 checkpoints in 16 bits too; only an explicit float32 keeps 4-byte activations/KV.
+    model_dtype_bytes = 4 if dtype in ("float32", "float") else 2
     kv_bytes = KV_CACHE_DTYPES[kv_cache_dtype] or model_dtype_bytes
     bs = block_size or DEFAULT_BLOCK_SIZE
     eff_model = model
