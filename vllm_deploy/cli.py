@@ -8,6 +8,7 @@ import sys
 
 # subcommand -> module; each module defines HELP (one line), add_arguments(parser) and run(args) -> int.
 COMMANDS = {
+    "plan": "vllm_deploy.cli_plan",
 }
 
 

@@ -1,0 +1,62 @@
+"""`vllm-deploy plan`: exit codes (0 fits, 1 no fit, 2 bad input), one-line errors, JSON output."""
+
+import json
+import shutil
+
+import pytest
+
+from vllm_deploy.cli import main
+
+MODELS = "/work/shared/calibration/models"
+
+
+@pytest.fixture
+def llama_dir(tmp_path):
+    src = f"{MODELS}/meta-llama__Llama-3.1-8B-Instruct/config.json"
+    try:
+        shutil.copy(src, tmp_path / "config.json")
+    except FileNotFoundError:
+        pytest.skip("calibration config not present")
+    return str(tmp_path)
+
+
+def test_missing_config_exits_2_with_one_line(tmp_path, capsys):
+    rc = main(["plan", "--model", str(tmp_path), "--gpu-memory-gib", "79.19"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert len(err.strip().splitlines()) == 1 and "config.json" in err
+
+
+def test_negative_number_exits_2(llama_dir, capsys):
+    rc = main(["plan", "--model", llama_dir, "--gpu-memory-gib", "-5"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--gpu-memory-gib" in err and len(err.strip().splitlines()) == 1
+
+
+def test_unknown_gpu_exits_2(llama_dir, capsys):
+    assert main(["plan", "--model", llama_dir, "--gpu", "Voodoo 2"]) == 2
+
+
+def test_fits_exit_0_and_table(llama_dir, capsys):
+    rc = main(["plan", "--model", llama_dir, "--gpu-memory-gib", "79.19", "--max-model-len", "8192",
+               "--vllm-version", "0.19.0"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "FITS" in out and "KV cache" in out
+
+
+def test_no_fit_exit_1_with_suggestions(llama_dir, capsys):
+    rc = main(["plan", "--model", llama_dir, "--gpu", "NVIDIA GeForce RTX 3090", "--json"])
+    d = json.loads(capsys.readouterr().out)
+    assert rc == 1 and not d["fits"]
+    assert d["gpu_total_gib"] == 23.54            # resolved from gpus.yaml
+    assert d["suggestions"][0]["change"]["max_model_len"] == d["max_model_len_fit"]
+
+
+def test_cpu_backend(tmp_path, capsys):
+    cfg = dict(architectures=["LlamaForCausalLM"], model_type="llama", num_hidden_layers=4, hidden_size=1024,
+               num_attention_heads=8, num_key_value_heads=8, head_dim=128, intermediate_size=2048,
+               vocab_size=32000, max_position_embeddings=131072, torch_dtype="bfloat16")
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    rc = main(["plan", "--model", str(tmp_path), "--cpu-kv-space-gib", "1", "--max-model-len", "131072", "--json"])
+    d = json.loads(capsys.readouterr().out)
+    assert rc == 1 and d["max_model_len_fit"] == 65408
