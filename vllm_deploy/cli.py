@@ -8,6 +8,8 @@ import sys
 
 # subcommand -> module; each module defines HELP (one line), add_arguments(parser) and run(args) -> int.
 COMMANDS = {
+    "diagnose": "vllm_deploy.cli_diagnose",
+    "gpus": "vllm_deploy.cli_gpus",
 }
 
 
