@@ -9,6 +9,8 @@ import sys
 # subcommand -> module; each module defines HELP (one line), add_arguments(parser) and run(args) -> int.
 COMMANDS = {
     "plan": "vllm_deploy.cli_plan",
+    "diagnose": "vllm_deploy.cli_diagnose",
+    "gpus": "vllm_deploy.cli_gpus",
 }
 
 

@@ -65,6 +65,9 @@ def build(out: str, *, layers: int, hidden: int, heads: int, kv_heads: int, head
     try:
         model.save_pretrained(tmp, safe_serialization=True)
         fast.save_pretrained(tmp)
+        # safetensors writes 0600; the model is served by an unprivileged user.
+        for entry in os.listdir(tmp):
+            os.chmod(os.path.join(tmp, entry), 0o644)
         os.chmod(tmp, 0o755)
         if os.path.exists(out):
             shutil.rmtree(out)

@@ -1,0 +1,259 @@
+"""vLLM failure diagnosis against real logs (shared/calibration/vllm-failures: the category comes from
+each .meta.yaml, the figures were read by hand from the log text) and against synthetic variants
+built from vLLM's own message wordings (V0 and V1)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from conftest import REPO, calibration_dir, calibration_files
+from vllm_deploy.diagnose import CATEGORIES, diagnose
+
+# Figures read by hand from each log (not from this code's output).
+EXPECTED_FIGURES = {
+    "01-kv-cache-too-small-v0-rtx3090.log": {"max_model_len": 29000, "kv_tokens": 23648, "gpu_blocks": 1478,
+                                             "kv_available_gib": 2.89, "gpu_memory_utilization": 0.90,
+                                             "total_gib": 23.58},
+    "05-no-kv-memory-v0-064-docker.log": {},
+    "08-free-mem-below-request-v1-rtx3090.log": {"free_gib": 22.76, "total_gib": 24.0,
+                                                 "gpu_memory_utilization": 0.97, "requested_gib": 23.28},
+    "13-cuda-oom-after-kv-sampler-warmup-v0110.log": {"dummy_requests": 1024},
+    "16-cuda-oom-after-kv-cudagraph-v0-8xl4.log": {"gpu_blocks": 22982},
+    "20-cuda-oom-runtime-v0-8xa800-dsr1-awq.log": {"tried_to_allocate_gib": 1.27, "total_gib": 79.33,
+                                                   "gpu_memory_utilization": 0.9, "max_model_len": 16384,
+                                                   "tp_size": 8},
+    "23-tp-not-divisible-v1-heads64-tp3.log": {"num_heads": 64, "tp_size": 3},
+    "25-max-len-over-model-limit-v1-pydantic.log": {"max_model_len": 513, "derived_max_model_len": 512},
+    "27-unsupported-dtype-v0-v100-pcie-qanything.log": {},
+    "31-no-driver-v1-docker-no-gpus-flag.log": {},
+    "35-model-auth-gated-v0-060-llama3.log": {},
+    "36-trust-remote-code-runpod-worker.log": {},
+}
+# Numbers the fix must name (hand-derived from the figures above).
+EXPECTED_IN_FIX = {
+    "01-kv-cache-too-small-v0-rtx3090.log": ["--max-model-len 23648"],
+    "08-free-mem-below-request-v1-rtx3090.log": ["--gpu-memory-utilization 0.94"],   # 22.76/24 = 0.948
+    "13-cuda-oom-after-kv-sampler-warmup-v0110.log": ["--max-num-seqs", "1024"],
+    "16-cuda-oom-after-kv-cudagraph-v0-8xl4.log": ["--enforce-eager"],
+    "23-tp-not-divisible-v1-heads64-tp3.log": ["1, 2, 4, 8", "--pipeline-parallel-size 3"],
+    "25-max-len-over-model-limit-v1-pydantic.log": ["--max-model-len 512"],
+    "27-unsupported-dtype-v0-v100-pcie-qanything.log": ["--dtype half"],
+    "31-no-driver-v1-docker-no-gpus-flag.log": ["--gpus"],
+    "35-model-auth-gated-v0-060-llama3.log": ["HF_TOKEN"],
+    "36-trust-remote-code-runpod-worker.log": ["--trust-remote-code"],
+}
+LOGS = calibration_files("vllm-failures", "*.log")
+
+
+def test_every_fixture_has_expectations():
+    assert set(LOGS) <= set(EXPECTED_FIGURES), "add hand-read figures for new fixtures"
+
+
+@pytest.mark.parametrize("name", LOGS)
+def test_real_log(name):
+    d = calibration_dir("vllm-failures")
+    meta = yaml.safe_load((d / name.replace(".log", ".meta.yaml")).read_text())
+    result = diagnose((d / name).read_bytes())
+    assert result.category == meta["category"]
+    for key, value in EXPECTED_FIGURES[name].items():
+        assert result.figures.get(key) == pytest.approx(value), key
+    for needle in EXPECTED_IN_FIX.get(name, []):
+        assert needle in result.fix
+    assert result.summary and "\n" not in result.summary
+
+
+# --- synthetic variants, built from vLLM's message templates -----------------------------------
+V1_KV = ("ValueError: To serve at least one request with the model's max seq len (131072), (2.0 GiB KV cache is "
+         "needed, which is larger than the available KV cache memory (1.0 GiB). Based on the available memory, the "
+         "estimated maximum model length is 65408. Try increasing `gpu_memory_utilization` (which also controls CPU "
+         "memory on the CPU backend) or decreasing `max_model_len` when initializing the engine.")
+V1_KV_OLD = ("ValueError: To serve at least one request with the models's max seq len (32768), (0.95 GiB KV cache is "
+             "needed, which is larger than the available KV cache memory (0.41 GiB). Try increasing "
+             "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")
+
+
+def test_v1_kv_wording_with_estimate():
+    r = diagnose(V1_KV)
+    assert r.category == "kv_cache_too_small"
+    assert r.figures["max_model_len"] == 131072 and r.figures["estimated_max_model_len"] == 65408
+    assert r.figures["kv_needed_gib"] == 2.0 and r.figures["kv_available_gib"] == 1.0
+    assert "--max-model-len 65408 or lower" in r.fix and "--gpu-memory-utilization" in r.fix
+
+
+def test_v1_kv_old_models_typo_without_estimate():
+    r = diagnose(V1_KV_OLD)
+    assert r.category == "kv_cache_too_small" and r.figures["max_model_len"] == 32768
+    assert r.figures["kv_needed_gib"] == 0.95 and "estimated_max_model_len" not in r.figures
+
+
+def test_journal_prefixes_engine_tags_and_colours():
+    log = "\n".join([
+        "Nov 29 10:00:01 gpu1 python[123]: \x1b[1;36m(EngineCore_DP0 pid=456)\x1b[0;0m INFO 11-29 10:00:01 "
+        "[gpu_worker.py:298] Available KV cache memory: 1.00 GiB",
+        "Nov 29 10:00:02 gpu1 python[123]: (EngineCore_DP0 pid=456) ERROR 11-29 10:00:02 [core.py:708] " + V1_KV,
+        "Nov 29 10:00:02 gpu1 python[123]: (APIServer pid=123) RuntimeError: Engine core initialization failed. "
+        "See root cause above. Failed core proc(s): {}",
+    ])
+    r = diagnose(log)
+    assert r.category == "kv_cache_too_small" and r.figures["estimated_max_model_len"] == 65408
+    assert r.evidence.startswith("ValueError: To serve")
+
+
+def test_truncated_mid_line_still_classified():
+    r = diagnose(V1_KV[:150])
+    assert r.category == "kv_cache_too_small" and r.figures["max_model_len"] == 131072
+
+
+def test_hard_wrapped_lines():
+    r = diagnose("ValueError: Free memory on device (10.5/79.19 GiB) on startup is less than desired GPU\n"
+                 "memory utilization (0.9, 71.27 GiB). Decrease GPU memory utilization or reduce GPU memory used")
+    assert r.category == "free_memory_below_request"
+    assert r.figures["free_gib"] == 10.5 and r.figures["requested_gib"] == 71.27
+    assert "--gpu-memory-utilization 0.13" in r.fix        # 10.5/79.19 = 0.1326
+
+
+@pytest.mark.parametrize("data", [b"", b"   \n\n", b"\xff\xfe\x00garbage\x80\x81", "\x1b[31m\x1b[0m"])
+def test_garbage_and_empty_are_unknown(data):
+    r = diagnose(data)
+    assert r.category == "unknown"
+    json.dumps(r.to_dict())
+
+
+def test_root_cause_is_first_fatal_error_not_the_wrapper():
+    log = "\n".join([
+        "(Worker_TP1 pid=99) ERROR 04-09 20:31:10 [multiproc_executor.py:949] ValueError: Total number of attention "
+        "heads (40) must be divisible by tensor parallel size (3).",
+        "(EngineCore_DP0 pid=7) RuntimeError: Worker failed with error 'CUDA out of memory', please check the stack trace",
+        "RuntimeError: Engine core initialization failed. See root cause above.",
+    ])
+    r = diagnose(log)
+    assert r.category == "tp_not_divisible" and r.figures["num_heads"] == 40
+    assert "1, 2, 4, 5, 8, 10" in r.fix
+
+
+OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+       "23.57 GiB of which 1.06 GiB is free. Including non-PyTorch memory, this process has 22.50 GiB memory in use.")
+
+
+@pytest.mark.parametrize("before,category", [
+    (["INFO 06-01 10:00:00 [default_loader.py:262] Loading weights took 3.10 seconds",
+      "Traceback (most recent call last):", '  File "x/gpu_model_runner.py", line 1, in load_model'],
+     "cuda_oom_weights"),
+    (["INFO [gpu_model_runner.py:1] Model loading took 14.99 GiB and 5.1 seconds",
+      "Traceback (most recent call last):", '  File "x/gpu_worker.py", line 1, in determine_available_memory',
+      '  File "x/gpu_model_runner.py", line 1, in profile_run'],
+     "cuda_oom_weights"),
+    (["INFO [kv_cache_utils.py:1] GPU KV cache size: 476,000 tokens",
+      "Capturing CUDA graph shapes:  40%|████      | 27/67"], "cuda_oom_after_kv"),
+    (["INFO [kv_cache_utils.py:1] GPU KV cache size: 476,000 tokens", "Traceback (most recent call last):",
+      '  File "x/gpu_worker.py", line 1, in compile_or_warm_up_model',
+      '  File "x/gpu_model_runner.py", line 1, in capture_model'], "cuda_oom_after_kv"),
+    (["INFO:     Application startup complete.", 'INFO:     127.0.0.1:5000 - "POST /v1/chat/completions HTTP/1.1" 200 OK'],
+     "cuda_oom_runtime"),
+])
+def test_oom_phase_from_what_came_before(before, category):
+    r = diagnose("\n".join(before + [OOM]))
+    assert r.category == category
+    assert r.figures["tried_to_allocate_gib"] == 2.0 and r.figures["total_gib"] == 23.57
+
+
+def test_v1_sampler_warmup_wrapping_a_torch_oom():
+    log = "\n".join(["GPU KV cache size: 952,032 tokens", OOM, "",
+                     "During handling of the above exception, another exception occurred:", "",
+                     "RuntimeError: CUDA out of memory occurred when warming up sampler with 256 dummy requests. "
+                     "Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the engine."])
+    r = diagnose(log)
+    assert r.category == "cuda_oom_after_kv" and "sampler" in r.summary
+
+
+@pytest.mark.parametrize("line,category,figure", [
+    ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+     "initializing the engine.", "no_kv_memory", None),
+    ("ValueError: Cannot auto-fit max_model_len: not enough GPU memory available to serve even a single token.",
+     "no_kv_memory", None),
+    ("ValueError: User-specified max_model_len (8192) is greater than the derived max_model_len "
+     "(max_position_embeddings=2048.0 or model_max_length=None in model's config.json).",
+     "max_len_over_model_limit", ("derived_max_model_len", 2048)),
+    ("AssertionError: 151936 is not divisible by 5", "tp_not_divisible", ("tp_size", 5)),
+    ("RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed "
+     "a driver", "driver_mismatch_or_no_driver", None),
+    ("RuntimeError: The NVIDIA driver on your system is too old (found version 12020). Please update your GPU "
+     "driver", "driver_mismatch_or_no_driver", ("driver_cuda", 12020)),
+    ("Failed to initialize NVML: Driver/library version mismatch", "driver_mismatch_or_no_driver", None),
+    ("RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, unhandled system error",
+     "nccl_error", None),
+    ("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, ncclUnhandledCudaError",
+     "nccl_error", None),
+    ("RuntimeError: Insufficient space in /dev/shm: 160 MiB required, 63 MiB free", "shm_too_small",
+     ("shm_required_mib", 160)),
+    ("gpu1 NCCL WARN Error: failed to extend /dev/shm/nccl-XyZ to 9637892 bytes", "shm_too_small", None),
+    ("OSError: [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address already in use",
+     "port_in_use", ("port", 8000)),
+    ("zmq.error.ZMQError: Address already in use (addr='tcp://127.0.0.1:5570')", "port_in_use", ("port", 5570)),
+    ("OSError: meta-llama/Llama-3.1-8B is not a local folder and is not a valid model identifier listed on "
+     "'https://huggingface.co/models'", "model_not_found_or_auth", None),
+    ("huggingface_hub.errors.GatedRepoError: 401 Client Error. Cannot access gated repo for url "
+     "https://huggingface.co/meta-llama/Llama-3.1-8B/resolve/main/config.json.", "model_not_found_or_auth", None),
+    ("ValueError: Loading moonshotai/Kimi-VL requires you to execute the configuration file in that repo on your "
+     "local machine. Make sure you have read the code there to avoid malicious use, then set the option "
+     "`trust_remote_code=True` to remove this error.", "trust_remote_code_required", None),
+    ("ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla T4 GPU "
+     "has compute capability 7.5. You can use float16 instead by explicitly setting the`dtype` flag in CLI, for "
+     "example: --dtype=half.", "unsupported_dtype_or_gpu", ("compute_capability", 7.5)),
+    ("ValueError: The quantization method fp8 is not supported for the current GPU. Minimum capability: 89. "
+     "Current capability: 86.", "unsupported_dtype_or_gpu", ("min_capability", 89)),
+    ("RuntimeError: CUDA error: no kernel image is available for execution on the device",
+     "unsupported_dtype_or_gpu", None),
+])
+def test_wording_families(line, category, figure):
+    r = diagnose("INFO 01-01 00:00:00 [api_server.py:1] vLLM API server version 0.33.0\n" + line + "\n")
+    assert r.category == category
+    assert category in CATEGORIES
+    if figure:
+        assert r.figures[figure[0]] == pytest.approx(figure[1])
+    assert r.fix
+
+
+def test_flag_in_command_line_is_not_an_error():
+    r = diagnose("python -m vllm.entrypoints.openai.api_server --trust-remote-code --port 8000\n"
+                 "INFO:     Uvicorn running on http://0.0.0.0:8000\n")
+    assert r.category == "unknown"
+
+
+def test_unknown_names_the_first_error():
+    r = diagnose("Traceback (most recent call last):\n  File \"x.py\", line 1\nKeyError: 'qwen9'\n"
+                 "RuntimeError: Engine core initialization failed. See root cause above.\n")
+    assert r.category == "unknown" and "KeyError: 'qwen9'" in r.summary
+
+
+# --- the CLI -----------------------------------------------------------------------------------
+def _cli(*args, stdin=b""):
+    return subprocess.run([sys.executable, "-m", "vllm_deploy", *args], input=stdin, capture_output=True,
+                          cwd=REPO, timeout=60)
+
+
+def test_cli_json_from_stdin():
+    proc = _cli("diagnose", "--json", stdin=V1_KV.encode())
+    assert proc.returncode == 0
+    out = json.loads(proc.stdout)
+    assert out["category"] == "kv_cache_too_small" and out["figures"]["estimated_max_model_len"] == 65408
+
+
+def test_cli_text_and_exit_codes(tmp_path):
+    log = tmp_path / "vllm.log"
+    log.write_text("nothing to see\n")
+    proc = _cli("diagnose", str(log))
+    assert proc.returncode == 1 and b"category:   unknown" in proc.stdout
+    missing = _cli("diagnose", str(tmp_path / "absent.log"))
+    assert missing.returncode == 2 and b"cannot read" in missing.stderr
+
+
+def test_cli_gpus_reads_csv_from_stdin():
+    proc = _cli("gpus", "--json", stdin=b"0, GPU-a, NVIDIA L4, 23034, 70, 22964, 525.125.06\n")
+    facts = json.loads(proc.stdout)
+    assert proc.returncode == 0 and facts["gpu_count"] == 1 and facts["gpus"][0]["memory_free_mib"] == 22964

@@ -1,0 +1,170 @@
+"""nvidia-smi parsing against real captures (shared/calibration/nvidia-smi, values from the .meta.yaml
+files, which were written by hand from the captures) and against hand-written variants."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from conftest import calibration_dir, calibration_files
+from vllm_deploy.nvidia_smi import (
+    NvidiaSmiParseError,
+    diagnose_failure,
+    gpu_facts,
+    parse_compute_apps,
+    parse_query_gpu,
+    parse_table,
+)
+
+TABLES = calibration_files("nvidia-smi", "*-table.txt")
+CSVS = calibration_files("nvidia-smi", "*-csv.txt")
+ERRORS = calibration_files("nvidia-smi", "*-error.txt")
+
+
+def _load(name):
+    d = calibration_dir("nvidia-smi")
+    return (d / name).read_text(), yaml.safe_load((d / name.replace(".txt", ".meta.yaml")).read_text())
+
+
+@pytest.mark.parametrize("name", TABLES)
+def test_table_matches_meta(name):
+    text, meta = _load(name)
+    table = parse_table(text)
+    assert table["driver_version"] == meta["driver_version"]
+    assert table["cuda_version"] == meta["cuda_version"]
+    assert len(table["gpus"]) == meta["gpu_count"]
+    for got, want in zip(table["gpus"], meta["gpus"]):
+        assert got["index"] == want["index"]
+        assert got["name"] == want["name"]
+        assert got["memory_total_mib"] == want["memory_total_mib"]
+        assert got["memory_used_mib"] == want["memory_used_mib"]
+    expected_procs = meta.get("processes")
+    if isinstance(expected_procs, list):
+        assert table["processes"] == [
+            {"gpu": p["gpu"], "pid": p["pid"], "type": p["type"], "name": p["name"], "memory_mib": p["memory_mib"]}
+            for p in expected_procs]
+    elif "processes_from_query_compute_apps_same_state" in meta:
+        want = meta["processes_from_query_compute_apps_same_state"]
+        assert [(p["pid"], p["name"], f"{p['memory_mib']} MiB") for p in table["processes"]] == [
+            (p["pid"], p["name"], p["used_gpu_memory"]) for p in want]
+    else:
+        assert table["processes"] == []
+
+
+@pytest.mark.parametrize("name", CSVS)
+def test_csv_with_header_and_units_matches_meta(name):
+    text, meta = _load(name)
+    gpus = parse_query_gpu(text)
+    assert len(gpus) == meta["gpu_count"]
+    for got, want in zip(gpus, meta["gpus"]):
+        assert got["index"] == want["index"]
+        assert got["name"] == want["name"]
+        assert got["memory_total_mib"] == want["memory_total_mib"]
+        assert got["driver_version"] == meta["driver_version"]
+        if "memory_used_mib" in want:
+            assert got["memory_used_mib"] == want["memory_used_mib"]
+            assert got["memory_free_mib"] == want["memory_free_mib"]
+
+
+@pytest.mark.parametrize("name", ERRORS)
+def test_failure_texts_match_meta(name):
+    text, meta = _load(name)
+    failure = diagnose_failure(text, "", 9)
+    assert failure["category"] == meta["error_class"]
+    facts = gpu_facts(text, "", 9, present=True)
+    assert facts["gpu_count"] == 0 and facts["profile"] == "cpu"
+    assert facts["error"]["category"] == meta["error_class"]
+
+
+# The exact output of the role's query (noheader,nounits); written by hand in nvidia-smi's format.
+ROLE_OUTPUT = """\
+0, GPU-5a7e6b1c-0d2f-4e3a-9b8c-1234567890ab, NVIDIA H100 80GB HBM3, 81559, 1, 81080, 550.90.07
+1, GPU-6b8f7c2d-1e3a-4f4b-8c9d-234567890abc, NVIDIA H100 80GB HBM3, 81559, 1, 81080, 550.90.07
+
+"""
+
+
+def test_role_query_noheader_nounits():
+    gpus = parse_query_gpu(ROLE_OUTPUT)
+    assert gpus == [
+        {"index": 0, "uuid": "GPU-5a7e6b1c-0d2f-4e3a-9b8c-1234567890ab", "name": "NVIDIA H100 80GB HBM3",
+         "memory_total_mib": 81559, "memory_used_mib": 1, "memory_free_mib": 81080,
+         "driver_version": "550.90.07"},
+        {"index": 1, "uuid": "GPU-6b8f7c2d-1e3a-4f4b-8c9d-234567890abc", "name": "NVIDIA H100 80GB HBM3",
+         "memory_total_mib": 81559, "memory_used_mib": 1, "memory_free_mib": 81080,
+         "driver_version": "550.90.07"},
+    ]
+
+
+def test_header_maps_any_order_and_na_fields():
+    text = ("driver_version, memory.free [MiB], name, index, memory.total [MiB], uuid, memory.used [MiB]\n"
+            "  535.183.01 ,  [N/A] , NVIDIA A100-SXM4-40GB MIG 3g.20gb ,  0 , 20096 MiB , N/A , [N/A]  \n")
+    (gpu,) = parse_query_gpu(text)
+    assert gpu["index"] == 0 and gpu["name"] == "NVIDIA A100-SXM4-40GB MIG 3g.20gb"
+    assert gpu["memory_total_mib"] == 20096
+    assert gpu["memory_free_mib"] is None and gpu["memory_used_mib"] is None and gpu["uuid"] is None
+    assert gpu["driver_version"] == "535.183.01"
+
+
+def test_wrong_field_count_is_an_error_not_a_silent_drop():
+    with pytest.raises(NvidiaSmiParseError):
+        parse_query_gpu("0, GPU-x, NVIDIA L4, 23034\n")
+
+
+def test_compute_apps():
+    text = "1378307, python, 1132, GPU-standin-0\n1381232, /usr/bin/python3, [N/A], GPU-standin-1\n"
+    assert parse_compute_apps(text) == [
+        {"pid": 1378307, "process_name": "python", "used_memory_mib": 1132, "gpu_uuid": "GPU-standin-0"},
+        {"pid": 1381232, "process_name": "/usr/bin/python3", "used_memory_mib": None, "gpu_uuid": "GPU-standin-1"},
+    ]
+    with_header = "pid, process_name, used_gpu_memory [MiB], gpu_uuid\n20037, ffmpeg, 538 MiB, GPU-0\n"
+    assert parse_compute_apps(with_header)[0]["used_memory_mib"] == 538
+    assert parse_compute_apps("") == []
+
+
+@pytest.mark.parametrize("stdout,stderr,rc,category", [
+    ("", "/bin/sh: 1: nvidia-smi: not found", 127, "not_installed"),
+    ("", "", 127, "not_installed"),
+    ("No devices were found\n", "", 6, "no_devices_found"),
+    ("Failed to initialize NVML: Driver/library version mismatch\n", "", 18, "driver_library_version_mismatch"),
+    ("Failed to initialize NVML: Unknown Error\n", "", 255, "nvml_unknown_error"),
+    ("Segmentation fault\n", "", 139, "unknown"),
+])
+def test_diagnose_failure_families(stdout, stderr, rc, category):
+    failure = diagnose_failure(stdout, stderr, rc)
+    assert failure["category"] == category
+    assert failure["fix"]
+    if category == "unknown":
+        assert "Segmentation fault" in failure["message"]
+
+
+def test_success_is_not_a_failure():
+    assert diagnose_failure(ROLE_OUTPUT, "", 0) is None
+
+
+def test_gpu_facts_cpu_node_without_nvidia_smi():
+    assert gpu_facts("", "", 127, present=False) == {
+        "gpu_count": 0, "gpus": [], "driver_version": None, "profile": "cpu", "error": None}
+
+
+def test_gpu_facts_gpu_node():
+    facts = gpu_facts(ROLE_OUTPUT, "", 0, present=True)
+    assert facts["gpu_count"] == 2 and facts["profile"] == "gpu" and facts["error"] is None
+    assert facts["driver_version"] == "550.90.07"
+    assert [g["uuid"] for g in facts["gpus"]] == [
+        "GPU-5a7e6b1c-0d2f-4e3a-9b8c-1234567890ab", "GPU-6b8f7c2d-1e3a-4f4b-8c9d-234567890abc"]
+
+
+def test_gpu_facts_garbage_output_is_an_error():
+    facts = gpu_facts("hello world\n", "", 0, present=True)
+    assert facts["profile"] == "cpu" and facts["error"]["category"] == "unparseable_output"
+
+
+@pytest.mark.parametrize("name", TABLES)
+def test_gpu_facts_from_table(name):
+    text, meta = _load(name)
+    facts = gpu_facts(text, "", 0, present=True)
+    assert facts["gpu_count"] == meta["gpu_count"]
+    assert facts["driver_version"] == meta["driver_version"]
+    for got, want in zip(facts["gpus"], meta["gpus"]):
+        assert got["memory_free_mib"] == want["memory_total_mib"] - want["memory_used_mib"]

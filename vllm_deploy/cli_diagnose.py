@@ -1,0 +1,44 @@
+"""`vllm-deploy diagnose [LOGFILE|-] [--json]`: name the root cause of a vLLM failure from its log."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from vllm_deploy.cli import UsageError
+from vllm_deploy.diagnose import diagnose
+
+HELP = "Diagnose a failed vLLM server from its log (journal, container log or excerpt; stdin by default)."
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("logfile", nargs="?", default="-", help="log file to read, or - for stdin (default)")
+    parser.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
+
+
+def read_input(path: str) -> bytes:
+    if path in (None, "-"):
+        return sys.stdin.buffer.read()
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+
+def run(args) -> int:
+    result = diagnose(read_input(args.logfile))
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        print(f"category:   {result.category}")
+        print(f"summary:    {result.summary}")
+        if result.figures:
+            print("figures:")
+            for key, value in result.figures.items():
+                print(f"  {key}: {value}")
+        print(f"fix:        {result.fix}")
+        if result.evidence:
+            print(f"evidence:   {result.evidence.splitlines()[0]}")
+        print(f"confidence: {result.confidence}")
+    return 1 if result.category == "unknown" else 0

@@ -1,0 +1,575 @@
+"""Diagnose why a vLLM server died, from its log (a unit's journal, a container log, a pasted excerpt).
+
+diagnose(text) → Diagnosis(category, summary, figures, fix). The rules match vLLM's own error
+wordings (V0 and V1 engines; read from vLLM's source and from real logs in public issues, see
+tests/unit/test_diagnose.py), never file names. How a root cause is chosen:
+
+1. The log is normalised: ANSI colours, journal / docker-compose / timestamp prefixes, vLLM's
+   `INFO 11-18 18:07:28 [file.py:12]` header and `(EngineCore_DP0 pid=…)` tags are stripped.
+   Hard-wrapped messages still match: patterns allow any whitespace, newlines included, between words.
+2. The earliest *fatal* message wins (tier 2): tracebacks print the first exception before the
+   wrappers ("Engine core initialization failed", "MQLLMEngine is already dead"), which match nothing.
+3. Without one, weaker evidence decides (tier 1: a traceback frame such as
+   `_check_if_gpu_supports_dtype`, "No platform detected"), then the phase the log stopped in.
+4. An out-of-memory error is placed by what the log shows before it: weights loading / profiling
+   (cuda_oom_weights), KV cache sized, CUDA graph capture or sampler warm-up (cuda_oom_after_kv),
+   or requests being served (cuda_oom_runtime).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass, field
+
+CATEGORIES = (
+    "kv_cache_too_small", "no_kv_memory", "free_memory_below_request", "cuda_oom_weights",
+    "cuda_oom_after_kv", "cuda_oom_runtime", "tp_not_divisible", "max_len_over_model_limit",
+    "driver_mismatch_or_no_driver", "nccl_error", "shm_too_small", "port_in_use",
+    "model_not_found_or_auth", "trust_remote_code_required", "unsupported_dtype_or_gpu", "unknown",
+)
+
+
+@dataclass
+class Diagnosis:
+    category: str
+    summary: str
+    figures: dict = field(default_factory=dict)
+    fix: str = ""
+    evidence: str | None = None      # the log line(s) the category was read from
+    confidence: str = "high"         # high: vLLM's own error text; medium: frame/marker; low: inferred
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# --- normalisation -----------------------------------------------------------------------------
+_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_PREFIX_RES = [
+    # journald short: "Nov 29 10:00:01 host python[123]: "; short-iso: "2024-11-29T10:00:01+0000 host unit[1]: "
+    re.compile(r"^[A-Z][a-z]{2}\s+\d{1,2}\s+\d{2}:\d{2}:\d{2}\s+\S+\s+[^\s:]+?(?:\[\d+\])?:\s?"),
+    re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[+-]\d{2}:?\d{2}|Z)?\s+\S+\s+[^\s:]+?\[\d+\]:\s?"),
+    # docker compose: "vllm-1  | "
+    re.compile(r"^[\w.-]+\s+\|\s?"),
+    # docker --timestamps / CI: "2024-02-08T08:40:56.016480879Z ", "[2025-12-13T19:54:35Z] "
+    re.compile(r"^\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?\s*(?:\|\s*)?"),
+    # fastchat/loguru style: "| ERROR | stderr | "
+    re.compile(r"^\|?\s*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s*\|\s*[\w.]+\s*\|\s?"),
+    # vLLM process tags: "(EngineCore_DP0 pid=79) ", "(VllmWorker rank=3 pid=1090) ", "(RayWorkerWrapper pid=1, ip=10.0.0.1) "
+    re.compile(r"^\((?:[\w-]+(?:\s+\w+=\d+)*\s+)?pid=\d+(?:,\s*ip=[\w.:]+)?\)\s*"),
+    # vLLM logger header: "ERROR 11-18 18:07:28 engine.py:366] ", "INFO 08-02 02:39:50 [__init__.py:248] "
+    re.compile(r"^(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d{2}-\d{2}\s+\d{2}:\d{2}:\d{2}(?:\.\d+)?\s+"
+               r"(?:\[[^\]]*\]|[\w./-]+:\d+\])\s?"),
+]
+
+
+def normalise(text) -> str:
+    """Log text with prefixes, colours and carriage returns removed, one log line per line."""
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("utf-8", errors="replace")
+    text = _ANSI_RE.sub("", str(text or "")).replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+    out = []
+    for line in text.split("\n"):
+        for _ in range(8):
+            before = line
+            for prefix in _PREFIX_RES:
+                line = prefix.sub("", line, count=1)
+            if line == before:
+                break
+        out.append(line.rstrip())
+    return "\n".join(out)
+
+
+# --- rules -------------------------------------------------------------------------------------
+W = r"\s+"  # between words: any whitespace, so hard-wrapped and truncated lines still match
+
+
+def _p(*words: str) -> str:
+    return W.join(words)
+
+
+@dataclass
+class _Rule:
+    category: str
+    pattern: re.Pattern
+    tier: int = 2
+    kind: str = ""
+
+
+def _rule(category: str, regex: str, tier: int = 2, kind: str = "") -> _Rule:
+    return _Rule(category, re.compile(regex, re.I), tier, kind)
+
+
+RULES: list[_Rule] = [
+    # KV cache smaller than one max-length request (V1, both "model's" and the older "models's").
+    # Tails are optional so that an excerpt cut mid-line still classifies (figures then missing).
+    _rule("kv_cache_too_small",
+          r"To\s+serve\s+at\s+least\s+one\s+request\s+with\s+the\s+models?(?:'s|'|s's)?\s+max\s+seq\s+len\s*"
+          r"\((?P<max_model_len>\d+)\)(?:,?\s*\(?(?P<kv_needed_gib>\d+(?:\.\d+)?)\s*GiB\s+KV\s+cache\s+is\s+needed"
+          r"(?:,?\s+which\s+is\s+larger\s+than\s+the\s+available\s+KV\s+cache\s+memory\s*"
+          r"\((?P<kv_available_gib>-?\d+(?:\.\d+)?)\s*GiB\)"
+          r"(?:\.\s*Based\s+on\s+the\s+available\s+memory,?\s+the\s+estimated\s+maximum\s+model\s+length\s+is\s+"
+          r"(?P<estimated_max_model_len>\d+))?)?)?", kind="v1"),
+    _rule("kv_cache_too_small",
+          r"The\s+model'?s\s+max\s+seq\s+len\s*\((?P<max_model_len>\d+)\)\s*is\s+larger\s+than\s+the\s+maximum\s+"
+          r"number\s+of\s+tokens(?:\s+that\s+can\s+be\s+stored\s+in\s+KV\s+cache\s*\((?P<kv_tokens>\d+)\))?", kind="v0"),
+    _rule("no_kv_memory", _p("No", "available", "memory", "for", "the", "cache", "blocks")),
+    _rule("no_kv_memory", _p("Cannot", "auto-fit", "max_model_len")),
+    _rule("no_kv_memory", r"Available\s+KV\s+cache\s+memory:\s*(?P<kv_available_gib>-[\d.]+)\s*GiB", tier=1),
+    _rule("free_memory_below_request",
+          r"Free\s+memory\s+on\s+device(?:\s+[\w:]+)?\s*(?:\((?P<free_gib>\d+(?:\.\d+)?)\s*/\s*"
+          r"(?P<total_gib>\d+(?:\.\d+)?)\s*GiB\)\s*)?on\s+startup\s+is\s+less\s+than\s+desired\s+GPU\s+memory\s+"
+          r"utilization(?:\s*\((?P<gpu_memory_utilization>\d+(?:\.\d+)?),\s*(?P<requested_gib>\d+(?:\.\d+)?)\s*GiB\))?"),
+    _rule("free_memory_below_request",
+          r"Error\s+in\s+memory\s+profiling\.?\s*Initial\s+free\s+memory\s+(?P<initial_free_gib>[\d.]+)"
+          r"(?:\s*GiB)?,\s*current\s+free\s+memory\s+(?P<free_gib>[\d.]+)"),
+    # OOM: specific wordings first (ties at one position go to the earlier rule).
+    _rule("cuda_oom", r"CUDA\s+out\s+of\s+memory\s+occurred\s+when\s+warming\s+up\s+sampler\s+with\s+"
+                      r"(?P<dummy_requests>\d+)\s+dummy\s+requests", kind="sampler"),
+    _rule("cuda_oom", r"CUDA\s+out\s+of\s+memory\.\s*Tried\s+to\s+allocate\s+(?P<tried>[\d.]+)\s*(?P<tried_unit>[KMG]iB)"),
+    _rule("cuda_oom", r"CUDA\s+out\s+of\s+memory|CUDA\s+error:\s*out\s+of\s+memory|OutOfMemoryError|"
+                      r"cudaErrorMemoryAllocation|CUBLAS_STATUS_ALLOC_FAILED|\bout\s+of\s+memory\s+error\s+occurred"),
+    _rule("tp_not_divisible",
+          r"Total\s+number\s+of\s+(?:attention\s+)?heads\s*\((?P<num_heads>\d+)\)\s*must\s+be\s+divisible\s+by\s+"
+          r"tensor\s+parallel\s+size\s*\((?P<tp_size>\d+)\)"),
+    _rule("tp_not_divisible",
+          r"Total\s+number\s+of\s+(?:key[-_ /]value|kv|KV)\s+heads\s*\((?P<num_kv_heads>\d+)\)\s*must\s+be\s+"
+          r"divisible\s+by\s+tensor\s+parallel\s+size\s*\((?P<tp_size>\d+)\)"),
+    _rule("tp_not_divisible", r"must\s+be\s+divisible\s+by\s+(?:ep_size|expert\s+parallel\s+size)\s*[=(]?\s*(?P<ep_size>\d+)"),
+    _rule("tp_not_divisible", r"AssertionError:\s*(?P<divided>\d+)\s+is\s+not\s+divisible\s+by\s+(?P<tp_size>\d+)"),
+    _rule("tp_not_divisible",
+          r"(?:tensor[_ ]parallel[_ ]size|world[_ ]size)[^\n]{0,60}?(?:greater|larger)\s+than[^\n]{0,60}?(?:GPUs|devices)|"
+          r"number\s+of\s+required\s+GPUs\s+exceeds\s+the\s+total\s+number\s+of\s+available\s+GPUs", kind="too_few_gpus"),
+    _rule("max_len_over_model_limit",
+          r"User-specified\s+max_model_len\s*\((?P<max_model_len>\d+)\)\s*is\s+greater\s+than\s+the\s+derived\s+"
+          r"max_model_len\s*\((?:[\w.]+\s*=\s*)?(?P<derived_max_model_len>[\d.]+)"),
+    _rule("driver_mismatch_or_no_driver",
+          r"Driver/library\s+version\s+mismatch|couldn'?t\s+communicate\s+with\s+the\s+NVIDIA\s+driver|"
+          r"Found\s+no\s+NVIDIA\s+driver\s+on\s+your\s+system|"
+          r"CUDA\s+driver\s+version\s+is\s+insufficient\s+for\s+CUDA\s+runtime\s+version|"
+          r"NVIDIA\s+driver\s+on\s+your\s+system\s+is\s+too\s+old(?:\s*\(found\s+version\s+(?P<driver_cuda>\d+)\))?|"
+          r"unsupported\s+display\s+driver\s*/\s*cuda\s+driver\s+combination|cudaErrorInsufficientDriver|"
+          r"forward\s+compatibility\s+was\s+attempted\s+on\s+non\s+supported\s+HW|"
+          r"No\s+CUDA\s+GPUs\s+are\s+available|libcuda\.so[.\d]*:\s*cannot\s+open\s+shared\s+object|"
+          r"libnvidia-ml\.so[.\d]*:\s*cannot\s+open|NVML\s+Shared\s+Library\s+Not\s+Found|"
+          r"Failed\s+to\s+initialize\s+NVML|Failed\s+to\s+infer\s+device\s+type|Device\s+string\s+must\s+not\s+be\s+empty|"
+          r"the\s+provided\s+PTX\s+was\s+compiled\s+with\s+an\s+unsupported\s+toolchain|"
+          r"CUDA\s+error:\s*(?:CUDA\s+driver\s+version\s+is\s+insufficient|no\s+CUDA-capable\s+device|"
+          r"system\s+has\s+unsupported\s+display\s+driver)|RuntimeError:\s*CUDA\s+unknown\s+error"),
+    _rule("driver_mismatch_or_no_driver", r"No\s+platform\s+detected,?\s+vLLM\s+is\s+running\s+on\s+UnspecifiedPlatform",
+          tier=1, kind="no_platform"),
+    _rule("shm_too_small",
+          r"Insufficient\s+space\s+in\s+/dev/shm(?::?\s*(?P<shm_required_mib>\d+)\s*MiB\s+required"
+          r"(?:,\s*(?P<shm_free_mib>\d+)\s*MiB\s+free)?)?"),
+    _rule("shm_too_small",
+          r"No\s+space\s+left\s+on\s+device[^\n]{0,200}/dev/shm|/dev/shm[^\n]{0,200}No\s+space\s+left\s+on\s+device|"
+          r"failed\s+to\s+extend\s+/dev/shm|creating\s+shared\s+memory\s+segment\s+/dev/shm|insufficient\s+shared\s+memory\s*\(shm\)|\bBus\s+error\b"),
+    _rule("nccl_error",
+          r"NCCL\s+error|ncclInternalError|ncclUnhandledCudaError|ncclSystemError|ncclInvalidUsage|ncclRemoteError|"
+          r"ncclInvalidArgument|DistBackendError|Watchdog\s+caught\s+collective\s+operation\s+timeout|"
+          r"NCCL\s+communicator\s+was\s+aborted|ProcessGroupNCCL[^\n]{0,120}(?:timed?\s*out|Timeout)"),
+    _rule("nccl_error", r"NCCL\s+WARN", tier=1),
+    _rule("port_in_use",
+          r"\[Errno\s+98\][^\n]*|Address\s+already\s+in\s+use[^\n]*|EADDRINUSE[^\n]*|"
+          r"error\s+while\s+attempting\s+to\s+bind\s+on\s+address[^\n]*"),
+    _rule("model_not_found_or_auth",
+          r"is\s+not\s+a\s+local\s+folder\s+and\s+is\s+not\s+a\s+valid\s+model\s+identifier|Repository\s+Not\s+Found|"
+          r"RepositoryNotFoundError|GatedRepoError|Cannot\s+access\s+gated\s+repo|You\s+are\s+trying\s+to\s+access\s+a\s+gated\s+repo|"
+          r"Access\s+to\s+model\s+\S+\s+is\s+restricted|\b40[13]\s+Client\s+Error|Invalid\s+user\s+token|"
+          r"Invalid\s+repository\s+ID\s+or\s+local\s+directory|LocalEntryNotFoundError|HFValidationError|"
+          r"RevisionNotFoundError|does\s+not\s+appear\s+to\s+have\s+a\s+file\s+named\s+config\.json|"
+          r"No\s+such\s+file\s+or\s+directory:\s*'[^'\n]*config\.json'|"
+          r"We\s+couldn'?t\s+connect\s+to\s+'https://huggingface\.co'|"
+          r"Cannot\s+find\s+the\s+requested\s+files\s+in\s+the\s+(?:local\s+|disk\s+)?cache|"
+          r"Can'?t\s+load\s+the\s+(?:configuration|config|tokenizer)\s+(?:of|for)\s+'"),
+    _rule("trust_remote_code_required",
+          r"contains\s+custom\s+code\s+which\s+must\s+be\s+executed|"
+          r"(?:Please\s+pass|passing)\s+the\s+argument\s+`?trust_remote_code=True`?|"
+          r"requires\s+you\s+to\s+execute\s+the\s+(?:configuration|modeling|tokenizer)\s+file|"
+          r"set\s+the\s+option\s+`?trust_remote_code=True`?"),
+    _rule("unsupported_dtype_or_gpu",
+          r"Bfloat16\s+is\s+only\s+supported\s+on\s+GPUs\s+with\s+compute\s+capability\s+of\s+at\s+least\s+8\.0"
+          r"(?:\.\s*Your\s+(?P<gpu_name>[^\n]+?)\s+GPU\s+has\s+compute\s+capability\s+(?P<compute_capability>[\d.]+))?"),
+    _rule("unsupported_dtype_or_gpu",
+          r"The\s+quantization\s+method\s+(?P<quantization>\S+)\s+is\s+not\s+supported\s+for\s+the\s+current\s+GPU\.?\s*"
+          r"(?:Minimum\s+capability:\s*(?P<min_capability>\d+)\.?\s*Current\s+capability:\s*(?P<compute_capability>\d+))?"),
+    _rule("unsupported_dtype_or_gpu",
+          r"FlashAttention\s+only\s+supports\s+Ampere\s+GPUs\s+or\s+newer|"
+          r"no\s+kernel\s+image\s+is\s+available\s+for\s+execution\s+on\s+the\s+device|"
+          r"sm_(?P<sm>\d+)\s+is\s+not\s+compatible\s+with\s+the\s+current\s+PyTorch\s+installation|"
+          r"\b\w+\s+is\s+not\s+supported\s+for\s+quantization\s+method|"
+          r"(?:dtype|data\s+type)\s+\S+\s+is\s+not\s+supported\s+(?:on|by|for)\s+(?:this|the\s+current)\s+(?:GPU|device|platform)"),
+    _rule("unsupported_dtype_or_gpu", r"_check_if_gpu_supports_dtype|check_if_supports_dtype", tier=1, kind="frame"),
+]
+
+# Phase markers, to place an OOM and to read a log that stops without an error.
+_PHASES = [
+    ("serving", re.compile(r"Application\s+startup\s+complete|Uvicorn\s+running\s+on|Added\s+request|Received\s+request|"
+                           r"\"(?:POST|GET)\s+/v1/|Avg\s+prompt\s+throughput|init\s+engine\s+\(profile,\s+create\s+kv\s+cache,"
+                           r"\s+warmup\s+model\)\s+took", re.I)),
+    ("capture", re.compile(r"Capturing\s+(?:the\s+model\s+for\s+)?CUDA\s+graphs?|Capturing\s+cudagraphs|"
+                           r"Capturing\s+CUDA\s+graph\s+shapes|CUDA\s+graphs\s+can\s+take\s+additional|"
+                           r"Graph\s+capturing\s+finished|warming\s+up\s+sampler", re.I)),
+    ("kv_sized", re.compile(r"#?\s*GPU\s+blocks:|GPU\s+KV\s+cache\s+size:|Available\s+KV\s+cache\s+memory|"
+                            r"Maximum\s+concurrency\s+for|the\s+rest\s+of\s+the\s+memory\s+reserved\s+for\s+KV\s+Cache|"
+                            r"kv_cache_size=|Memory\s+profiling\s+takes", re.I)),
+    ("weights_loaded", re.compile(r"Loading\s+model\s+weights\s+took|Model\s+loading\s+took|Loading\s+weights\s+took", re.I)),
+]
+_FRAME_PHASES = [  # most specific first: profile and capture tracebacks share _dummy_run / cuda_graph.py frames
+    ("after_kv:sampler warm-up", re.compile(r"_dummy_sampler_run|warming\s+up\s+sampler", re.I)),
+    ("after_kv:CUDA graph capture", re.compile(r"capture_model|_capture_cudagraphs|capture_end|capture_begin", re.I)),
+    ("after_kv:KV cache allocation", re.compile(r"initialize_kv_cache|allocate_kv_cache|initialize_cache|_init_cache|"
+                                                r"init_kv_cache|_reshape_kv_cache|bind_kv_cache", re.I)),
+    ("weights:memory-profiling run", re.compile(r"profile_run|determine_available_memory|determine_num_available_blocks", re.I)),
+    ("weights:weight loading", re.compile(r"load_model|load_weights|model_loader|weight_loader|initialize_model", re.I)),
+    ("after_kv:CUDA graph capture", re.compile(r"compile_or_warm_up_model|_warm_up_model|cuda_graph|cudagraph", re.I)),
+    ("runtime:serving", re.compile(r"execute_model|run_busy_loop|engine_step|step_with_batch_queue|_process_input_queue", re.I)),
+]
+
+# Figures read from the log around the error (last occurrence before it wins).
+_CONTEXT_FIGURES = [
+    ("weights_gib", re.compile(r"(?:Loading\s+model\s+weights\s+took|Model\s+loading\s+took|Loading\s+weights\s+took)\s+"
+                               r"([\d.]+)\s*(?:GiB|GB)", re.I)),
+    ("gpu_blocks", re.compile(r"GPU\s+blocks:\s*(\d+)", re.I)),
+    ("kv_tokens", re.compile(r"GPU\s+KV\s+cache\s+size:\s*([\d,]+)\s*tokens", re.I)),
+    ("kv_available_gib", re.compile(r"Available\s+KV\s+cache\s+memory:\s*(-?[\d.]+)\s*GiB|kv_cache_size=(-?[\d.]+)\s*GiB|"
+                                    r"the\s+rest\s+of\s+the\s+memory\s+reserved\s+for\s+KV\s+Cache\s+is\s+(-?[\d.]+)\s*GiB", re.I)),
+    ("max_concurrency", re.compile(r"Maximum\s+concurrency\s+for\s+[\d,]+\s+tokens\s+per\s+request:\s*([\d.]+)x", re.I)),
+    ("max_model_len", re.compile(r"Maximum\s+concurrency\s+for\s+([\d,]+)\s+tokens\s+per\s+request|--max-model-len[= ](\d+)|"
+                                 r"'max_model_len':\s*(\d+)|\bmax_seq_len=(\d+)", re.I)),
+    ("total_gib", re.compile(r"total_gpu_memory\s*=?\s*\(?([\d.]+)\s*GiB", re.I)),
+    ("gpu_memory_utilization", re.compile(r"gpu_memory_utilization\s*(?:=|\(|':)\s*([\d.]+)|--gpu-memory-utilization[= ]([\d.]+)", re.I)),
+    ("tp_size", re.compile(r"--tensor-parallel-size[= ](\d+)|(?:^|\s)-tp[= ](\d+)|'tensor_parallel_size':\s*(\d+)|"
+                           r"\btensor_parallel_size=(\d+)", re.I)),
+    ("max_num_seqs", re.compile(r"--max-num-seqs[= ](\d+)|'max_num_seqs':\s*(\d+)|\bmax_num_seqs=(\d+)", re.I)),
+    ("max_num_batched_tokens", re.compile(r"--max-num-batched-tokens[= ](\d+)|'max_num_batched_tokens':\s*(\d+)|"
+                                          r"\bmax_num_batched_tokens=(\d+)", re.I)),
+    ("port", re.compile(r"--port[= ](\d+)|'port':\s*(\d+)", re.I)),
+]
+_OOM_DETAIL_RES = [
+    # torch ≥ 2.1: "GPU 0 has a total capacity of 79.33 GiB of which 109.81 MiB is free."
+    re.compile(r"GPU\s*(?P<gpu>\d+)\s+has\s+a\s+total\s+capacity\s+of\s+(?P<total>[\d.]+)\s*(?P<total_unit>[KMG]iB)\s+of\s+which\s+"
+               r"(?P<free>[\d.]+)\s*(?P<free_unit>[KMG]iB)\s+is\s+free", re.I),
+    # older torch: "(GPU 0; 23.69 GiB total capacity; 22.34 GiB already allocated; 1.19 MiB free; ...)"
+    re.compile(r"\(GPU\s*(?P<gpu>\d+);\s*(?P<total>[\d.]+)\s*(?P<total_unit>[KMG]iB)\s+total\s+capacity;[^;]*;\s*"
+               r"(?P<free>[\d.]+)\s*(?P<free_unit>[KMG]iB)\s+free", re.I),
+]
+_OTHER_PROCESS_RE = re.compile(r"Process\s+(\d+)\s+has\s+([\d.]+)\s*([KMG]iB)\s+memory\s+in\s+use", re.I)
+_EXCEPTION_LINE_RE = re.compile(r"^\s*(?:[\w.]+\.)?(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt))\b(?::.*)?$|"
+                                r"^\s*(?:Value|Runtime|Assertion|Type|Key|OS|Import|Attribute)\s+error,.*$", re.M)
+_WRAPPER_RE = re.compile(r"Engine\s+core\s+initialization\s+failed|Engine\s+process\s+failed\s+to\s+start|"
+                         r"EngineDeadError|is\s+already\s+dead|Worker\s+failed|Traceback|During\s+handling", re.I)
+
+
+def _gib(value: str, unit: str | None) -> float:
+    v = float(value)
+    return round({"KiB": v / 1024 ** 2, "MiB": v / 1024, "GiB": v}.get(unit or "GiB", v), 3)
+
+
+def _num(value: str):
+    value = value.replace(",", "").rstrip(".")
+    try:
+        return float(value) if "." in value else int(value)
+    except ValueError:
+        return None
+
+
+def _context_figures(text: str, end: int) -> dict:
+    figures: dict = {}
+    for name, pattern in _CONTEXT_FIGURES:
+        last = None
+        for m in pattern.finditer(text):
+            if m.start() > end and last is not None:
+                break
+            last = m
+            if m.start() > end:  # nothing before the error: a figure printed after still says something
+                break
+        if last:
+            value = next(g for g in last.groups() if g is not None)
+            if _num(value) is not None:
+                figures[name] = _num(value)
+    return figures
+
+
+def _line_at(text: str, start: int, end: int) -> str:
+    a = text.rfind("\n", 0, start) + 1
+    b = text.find("\n", end)
+    return text[a: b if b != -1 else len(text)].strip()[:500]
+
+
+def _phase_before(text: str, pos: int) -> tuple[str | None, int]:
+    best, best_pos = None, -1
+    for phase, pattern in _PHASES:
+        for m in pattern.finditer(text, 0, pos):
+            if m.start() > best_pos:
+                best, best_pos = phase, m.start()
+    return best, best_pos
+
+
+def _oom_phase(text: str, pos: int, kind: str) -> tuple[str, str]:
+    """(category, where) for an out-of-memory error at pos."""
+    if kind == "sampler" or re.search(r"warming\s+up\s+sampler", text[pos: pos + 4000], re.I):
+        return "cuda_oom_after_kv", "sampler warm-up"
+    tb = text.rfind("Traceback (most recent call last)", 0, pos)
+    frames = text[tb:pos] if tb != -1 and pos - tb < 30000 else ""
+    for label, pattern in _FRAME_PHASES:
+        if frames and pattern.search(frames):
+            group, where = label.split(":")
+            return {"after_kv": "cuda_oom_after_kv", "weights": "cuda_oom_weights",
+                    "runtime": "cuda_oom_runtime"}[group], where
+    phase, _ = _phase_before(text, pos)
+    return {
+        "serving": ("cuda_oom_runtime", "serving requests"),
+        "capture": ("cuda_oom_after_kv", "CUDA graph capture / sampler warm-up"),
+        "kv_sized": ("cuda_oom_after_kv", "after the KV cache was sized"),
+        "weights_loaded": ("cuda_oom_weights", "memory-profiling run after the weights loaded"),
+    }.get(phase, ("cuda_oom_weights", "model loading"))
+
+
+def _fmt(x) -> str:
+    return f"{x:g}" if isinstance(x, float) else str(x)
+
+
+def _lower_util(util, step=0.05):
+    return None if util is None else max(0.05, round(float(util) - step, 2))
+
+
+def _fix(category: str, f: dict, where: str = "", kind: str = "") -> tuple[str, str]:
+    """(summary, fix) with the figures filled in."""
+    util, mml = f.get("gpu_memory_utilization"), f.get("max_model_len")
+    util_txt = f" (now {_fmt(util)})" if util is not None else ""
+    if category == "kv_cache_too_small":
+        est = f.get("estimated_max_model_len") or f.get("kv_tokens")
+        summary = f"KV cache too small for one request at max_model_len {mml}"
+        if "kv_needed_gib" in f:
+            summary += f": {_fmt(f['kv_needed_gib'])} GiB needed"
+            if "kv_available_gib" in f:
+                summary += f", {_fmt(f['kv_available_gib'])} GiB available"
+        elif "kv_tokens" in f:
+            summary += f": the cache holds only {f['kv_tokens']} tokens"
+        fix = (f"set --max-model-len {est} or lower" if est else "lower --max-model-len")
+        fix += f", or raise --gpu-memory-utilization{util_txt}"
+        if "kv_needed_gib" in f and "kv_available_gib" in f and f.get("total_gib") and util is not None:
+            need = math.ceil((float(util) + (f["kv_needed_gib"] - f["kv_available_gib"]) / f["total_gib"]) * 100) / 100
+            fix += f" to about {need:.2f} if the GPU has that much free"
+        fix += ", or use --kv-cache-dtype fp8 (half the KV bytes per token), or spread the model over more GPUs (-tp)."
+        return summary, fix
+    if category == "no_kv_memory":
+        summary = "No memory left for the KV cache after weights and the profiling run"
+        if f.get("weights_gib") is not None:
+            summary += f" (weights take {_fmt(f['weights_gib'])} GiB)"
+        fix = (f"Raise --gpu-memory-utilization{util_txt} (it is a share of TOTAL GPU memory, per instance), "
+               "lower --max-num-batched-tokens / --max-num-seqs, or use a quantized model or more GPUs (-tp).")
+        return summary, fix
+    if category == "free_memory_below_request":
+        free, total = f.get("free_gib"), f.get("total_gib")
+        if free is not None and total:
+            summary = (f"Only {_fmt(free)} of {_fmt(total)} GiB free at startup, below the requested "
+                       f"{_fmt(f.get('requested_gib', '?'))} GiB (gpu_memory_utilization {_fmt(util)})")
+            suggestion = math.floor(free / total * 100) / 100
+            if suggestion * total >= free:
+                suggestion -= 0.01
+            fix = (f"Set --gpu-memory-utilization {suggestion:.2f} or lower (free/total = {free / total:.3f}), "
+                   "or stop the other processes holding this GPU (nvidia-smi shows them; another vLLM instance "
+                   "on the same GPU counts too).")
+        else:
+            summary = "GPU memory changed under vLLM during startup (another process uses this GPU)"
+            fix = "Give vLLM a GPU no other process uses, or lower --gpu-memory-utilization."
+        return summary, fix
+    if category == "cuda_oom_weights":
+        summary = f"CUDA out of memory during {where or 'model loading'}"
+        if f.get("tried_to_allocate_gib") is not None:
+            summary += f" (tried to allocate {_fmt(f['tried_to_allocate_gib'])} GiB)"
+        if "profiling" in where:
+            fix = ("The weights loaded but the profiling forward pass did not fit: lower --max-num-batched-tokens "
+                   "(and --max-model-len on V0), or use more GPUs (-tp) or a quantized model.")
+        else:
+            fix = ("The weights do not fit: use more GPUs (-tp N), a quantized checkpoint (AWQ/GPTQ/FP8), a smaller "
+                   "model or --cpu-offload-gb; check nothing else holds GPU memory.")
+        return summary, fix
+    if category == "cuda_oom_after_kv":
+        summary = f"CUDA out of memory after the KV cache was sized, during {where}"
+        if f.get("dummy_requests"):
+            summary += f" with {f['dummy_requests']} dummy requests"
+        parts = []
+        if "sampler" in where:
+            seqs = f.get("dummy_requests") or f.get("max_num_seqs")
+            parts.append(f"lower --max-num-seqs (the warm-up used {seqs} dummy requests; try {max(1, int(seqs) // 2)})" if seqs
+                         else "lower --max-num-seqs")
+        else:
+            parts.append("add --enforce-eager (no CUDA graphs) or lower --max-num-seqs / the CUDA graph capture sizes")
+        low = _lower_util(util)
+        parts.append(f"lower --gpu-memory-utilization{util_txt}" + (f" to {low:.2f}" if low else "")
+                     + " so the memory outside the budget (graphs, sampler buffers, CUDA context) fits")
+        return summary, "; or ".join(parts) + "."
+    if category == "cuda_oom_runtime":
+        summary = "CUDA out of memory while serving requests"
+        if f.get("tried_to_allocate_gib") is not None:
+            summary += f" (tried to allocate {_fmt(f['tried_to_allocate_gib'])} GiB"
+            summary += f", {_fmt(f['free_gib'])} GiB free of {_fmt(f['total_gib'])})" if f.get("free_gib") is not None else ")"
+        low = _lower_util(util)
+        fix = (f"Lower --gpu-memory-utilization{util_txt}" + (f" to {low:.2f}" if low else "")
+               + " to leave headroom for activations, and/or lower --max-num-batched-tokens / --max-num-seqs"
+               + (f" / --max-model-len (now {mml})" if mml else "")
+               + "; if much memory is reserved but unallocated, set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.")
+        return summary, fix
+    if category == "tp_not_divisible":
+        if kind == "too_few_gpus":
+            return ("Tensor/pipeline parallel size asks for more GPUs than the node has",
+                    "Set --tensor-parallel-size × --pipeline-parallel-size to at most the number of visible GPUs "
+                    "(check CUDA_VISIBLE_DEVICES / the container's device list).")
+        n = f.get("num_heads") or f.get("num_kv_heads") or f.get("divided")
+        tp = f.get("tp_size")
+        if f.get("ep_size") is not None:
+            return (f"Experts cannot be split over expert-parallel size {f['ep_size']}",
+                    "Use a tensor/expert parallel size that divides the number of experts (powers of two usually), "
+                    "or drop --enable-expert-parallel.")
+        what = "attention heads" if f.get("num_heads") else ("KV heads" if f.get("num_kv_heads") else "a model dimension")
+        summary = f"Tensor parallel size {tp} does not divide {what} ({n})"
+        if n:
+            divisors = [d for d in range(1, min(int(n), 16) + 1) if int(n) % d == 0]
+            fix = (f"Use a --tensor-parallel-size that divides {n}: {', '.join(map(str, divisors))}; or use "
+                   f"--pipeline-parallel-size {tp} instead (no head-divisibility constraint).")
+        else:
+            fix = "Use a --tensor-parallel-size that divides the attention heads, or pipeline parallelism."
+        return summary, fix
+    if category == "max_len_over_model_limit":
+        derived = f.get("derived_max_model_len")
+        d = int(derived) if derived is not None else None
+        return (f"--max-model-len {mml} exceeds the model's own limit ({d})",
+                f"Set --max-model-len {d} or lower; set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 only if the model really "
+                "supports the longer context (rope scaling).")
+    if category == "driver_mismatch_or_no_driver":
+        if kind == "no_platform":
+            summary = "vLLM found no GPU platform (no CUDA device visible: container without GPUs or no driver)"
+        else:
+            summary = "The NVIDIA driver is missing, not visible, or does not match (driver/library mismatch or too old)"
+        if f.get("driver_cuda"):
+            v = int(f["driver_cuda"])
+            summary += f"; the driver supports CUDA up to {v // 1000}.{(v % 1000) // 10}"
+        return summary, ("In a container: run with GPU access (docker run --gpus all / Compose device reservation, "
+                         "NVIDIA container toolkit installed and configured). On the host: check `nvidia-smi`; "
+                         "after a driver upgrade reboot (driver/library mismatch); a driver too old for the "
+                         "torch wheel's CUDA needs a newer driver branch or a torch build for an older CUDA "
+                         "(vllm-deploy's compat gate checks this).")
+    if category == "nccl_error":
+        return ("NCCL (multi-GPU communication) failed",
+                "Rerun with NCCL_DEBUG=INFO to see the cause; give the container --ipc=host or a large shm_size; "
+                "on consumer GPUs without P2P try NCCL_P2P_DISABLE=1 and --disable-custom-all-reduce; check all "
+                "GPUs are visible and healthy (nvidia-smi, dmesg Xid).")
+    if category == "shm_too_small":
+        req = f.get("shm_required_mib")
+        summary = "Shared memory (/dev/shm) too small" + (f": {req} MiB required" if req else "")
+        if f.get("shm_free_mib") is not None:
+            summary += f", {f['shm_free_mib']} MiB free"
+        return summary, ("Run the container with --ipc=host or --shm-size=2g or more (Compose: shm_size / ipc: host; "
+                         "Kubernetes: an emptyDir with medium: Memory on /dev/shm); remove stale files in /dev/shm.")
+    if category == "port_in_use":
+        port = f.get("port")
+        return (f"Port {port} is already in use" if port else "The listen port is already in use",
+                (f"Find the owner with `ss -ltnp 'sport = :{port}'`" if port else "Find the owner with `ss -ltnp`")
+                + "; stop the other server (often an older vLLM instance) or give this instance another --port.")
+    if category == "model_not_found_or_auth":
+        return ("The model could not be found or downloaded (wrong name/path, gated repo or missing token)",
+                "Check the --model name or local path (it must hold config.json); for gated models accept the licence "
+                "on huggingface.co and provide HF_TOKEN (from the vault) to the service; with HF_HUB_OFFLINE=1 the "
+                "model must already be in HF_HOME.")
+    if category == "trust_remote_code_required":
+        return ("The model repository ships custom code and needs trust_remote_code",
+                "Add --trust-remote-code (only for repositories you trust; pin --revision), or use a model "
+                "that transformers supports natively.")
+    if category == "unsupported_dtype_or_gpu":
+        cc = f.get("compute_capability")
+        summary = "The GPU does not support the requested dtype/kernel" + (f" (compute capability {cc})" if cc else "")
+        return summary, ("For bfloat16 on GPUs below compute capability 8.0 (V100, T4, 20xx) use --dtype half; "
+                         "for an unsupported quantization pick one the GPU supports; 'no kernel image' means the "
+                         "torch/vLLM build lacks this GPU's architecture (Blackwell needs a CUDA ≥12.8 build).")
+    return "", ""
+
+
+def diagnose(text) -> Diagnosis:
+    """Read a vLLM log (str or bytes) and name the root cause of its failure. Never raises."""
+    try:
+        return _diagnose(text)
+    except Exception as exc:  # noqa: BLE001 - a diagnosis tool must answer for any input
+        return Diagnosis("unknown", f"Diagnosis failed on this input ({type(exc).__name__}); read the log by hand",
+                         {}, "Read the first traceback in the log.", None, "low")
+
+
+def _diagnose(text) -> Diagnosis:
+    try:
+        norm = normalise(text)
+    except Exception:  # noqa: BLE001 - a diagnosis tool must answer for any input
+        norm = ""
+    if not norm.strip():
+        return Diagnosis("unknown", "Empty log: nothing to diagnose", {}, "Collect the service log "
+                         "(journalctl -u UNIT or docker logs CONTAINER) from its start.", None, "low")
+    matches = []
+    for order, rule in enumerate(RULES):
+        m = rule.pattern.search(norm)
+        if m:
+            matches.append((rule.tier, m.start(), order, rule, m))
+    strong = sorted((x for x in matches if x[0] == 2), key=lambda x: (x[1], x[2]))
+    weak = sorted((x for x in matches if x[0] == 1), key=lambda x: (-x[1], x[2]))
+    chosen = strong[0] if strong else (weak[0] if weak else None)
+
+    if chosen is None:
+        phase, pos = _phase_before(norm, len(norm))
+        figures = _context_figures(norm, len(norm))
+        if phase == "capture":
+            summary, fix = _fix("cuda_oom_after_kv", figures, "CUDA graph capture")
+            fix = fix[:1].upper() + fix[1:]
+            return Diagnosis("cuda_oom_after_kv",
+                             "The log stops during CUDA graph capture, after the KV cache was sized (no error text "
+                             "in the excerpt; OOM is the usual failure there)", figures, fix,
+                             _line_at(norm, pos, pos), "low")
+        exc = [m for m in _EXCEPTION_LINE_RE.finditer(norm) if not _WRAPPER_RE.search(m.group(0))]
+        line = exc[0].group(0).strip() if exc else None
+        return Diagnosis("unknown", f"No known vLLM failure found; first error: {line}" if line
+                         else "No known vLLM failure found in the log", figures,
+                         "Read the first traceback in the full log; rerun with VLLM_LOGGING_LEVEL=DEBUG.",
+                         line, "low")
+
+    tier, pos, _, rule, m = chosen
+    figures = _context_figures(norm, pos)
+    figures.update({k: _num(v) for k, v in m.groupdict().items()
+                    if v is not None and re.fullmatch(r"-?[\d.,]+", v) and _num(v) is not None})
+    figures.update({k: v for k, v in m.groupdict().items() if v is not None and k in ("gpu_name", "quantization")})
+    category, where, kind = rule.category, "", rule.kind
+    if category == "cuda_oom":
+        tail = norm[pos: pos + 1500]
+        if m.groupdict().get("tried") is not None:
+            figures["tried_to_allocate_gib"] = _gib(m.group("tried"), m.group("tried_unit"))
+            figures.pop("tried", None)
+        else:
+            t = re.search(r"Tried\s+to\s+allocate\s+([\d.]+)\s*([KMG]iB)", tail, re.I)
+            if t:
+                figures["tried_to_allocate_gib"] = _gib(t.group(1), t.group(2))
+        for detail in _OOM_DETAIL_RES:
+            d = detail.search(tail)
+            if d:
+                figures["total_gib"] = _gib(d.group("total"), d.group("total_unit"))
+                figures["free_gib"] = _gib(d.group("free"), d.group("free_unit"))
+                figures["gpu_index"] = int(d.group("gpu"))
+                break
+        other = _OTHER_PROCESS_RE.search(tail)
+        if other:
+            figures["process_memory_gib"] = _gib(other.group(2), other.group(3))
+        category, where = _oom_phase(norm, pos, kind)
+    if category == "port_in_use":
+        port = (re.search(r"\(\s*'[^']*',\s*(\d+)\)|addr='?tcp://[^'\s]*:(\d+)|port:\s*(\d+)|:(\d{2,5})\b", m.group(0)))
+        if port:
+            figures["port"] = int(next(g for g in port.groups() if g))
+    if category == "driver_mismatch_or_no_driver" and kind != "no_platform":
+        figures.pop("port", None)
+    if category == "free_memory_below_request":
+        for key in ("free_gib", "initial_free_gib"):  # old V0 wording printed bytes
+            if isinstance(figures.get(key), (int, float)) and figures[key] > 1e6:
+                figures[key] = round(figures[key] / 1024 ** 3, 3)
+    summary, fix = _fix(category, figures, where, kind)
+    fix = fix[:1].upper() + fix[1:]
+    confidence = "high" if tier == 2 else "medium"
+    if category == "shm_too_small" and re.match(r"Bus\s+error", m.group(0), re.I):
+        summary += " (a bus error: in containers almost always an undersized /dev/shm)"
+        confidence = "medium"
+    return Diagnosis(category, summary, figures, fix, _line_at(norm, m.start(), m.end()), confidence)
