@@ -1,0 +1,66 @@
+# vllm-deploy. Quick start on a fresh Debian/Ubuntu machine:  make staging   and   make test
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV      ?= .venv
+PY        := $(VENV)/bin/python
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+NODE_IMAGE ?= vllm-deploy/node:bookworm
+WHEELHOUSE ?= $(CURDIR)/.cache/wheelhouse
+export NODE_IMAGE WHEELHOUSE
+SCENARIOS ?= default
+STAGING   := -i inventory/staging/hosts.yml
+
+.PHONY: help setup prereqs node-image wheelhouse staging staging-down test test-unit lint syntax molecule \
+        bench-deploy bench-planner
+
+help:  ## List the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+
+prereqs:  ## Check (as root on Debian/Ubuntu: install and start) Docker, debootstrap, Compose, python3-venv
+	@bash scripts/prereqs.sh
+
+$(VENV)/.installed: requirements.txt pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt -e .
+	touch $@
+
+setup: prereqs $(VENV)/.installed  ## Prerequisites + .venv with pinned ansible, molecule, linters and vllm_deploy
+	@echo "setup: ready ($$($(VENV)/bin/ansible --version | head -1))"
+
+node-image: setup  ## Build the local Debian 12 systemd node image (debootstrap; cached)
+	@bash scripts/node-image.sh
+
+wheelhouse: setup  ## Fill .cache/wheelhouse with the pinned CPU vLLM stack (offline node installs)
+	@bash scripts/wheelhouse.sh "$(WHEELHOUSE)"
+
+staging: node-image wheelhouse  ## Two local container nodes serving a real vLLM (CPU build, tiny model)
+	ansible-playbook $(STAGING) playbooks/staging-up.yml
+	ansible-playbook $(STAGING) deploy.yml -l gpu-nodes
+	@$(PY) scripts/staging_endpoints.py inventory/staging
+
+staging-down:  ## Remove the staging nodes
+	ansible-playbook $(STAGING) playbooks/staging-down.yml
+
+test: test-unit lint syntax molecule  ## Everything CI runs: unit tests, linters, syntax check, molecule scenarios
+
+test-unit: setup  ## pytest: planner, nvidia-smi parsing, diagnosis, compatibility, instance records
+	$(PY) -m pytest tests/unit -q
+
+lint: setup  ## yamllint + ansible-lint (production profile)
+	yamllint -s .
+	ansible-lint --profile production
+
+syntax: setup  ## ansible-playbook --syntax-check on every playbook
+	for p in deploy.yml playbooks/*.yml; do ansible-playbook $(STAGING) --syntax-check $$p || exit 1; done
+
+molecule: node-image wheelhouse  ## Molecule scenarios on local Docker (SCENARIOS="default ...")
+	for s in $(SCENARIOS); do molecule test -s $$s || exit 1; done
+
+bench-deploy: node-image wheelhouse  ## Deploy timings on fresh staging nodes (prints figures)
+	$(PY) scripts/bench_deploy.py
+
+bench-planner: setup  ## Planner vs real vLLM startup logs (../shared/calibration)
+	$(PY) scripts/bench_planner.py

@@ -1,0 +1,159 @@
+"""What a user checks after `ansible-playbook deploy.yml`: the engine serves, pinned and locked down.
+
+Runs inside each node through testinfra; the bad-input test drives ansible-playbook itself.
+"""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+API_KEY = "molecule-api-key-7d1f0b"
+HF_TOKEN = "hf_moleculeTokenMustNotLeak42"
+PROJECT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).resolve().parents[3]))
+
+# What the scenario's inventory asks for, per node.
+EXPECTED = {
+    "mol-default-node1": {"instance": "tiny", "port": 8000, "bind": "127.0.0.1", "gpus": None},
+    "mol-default-node2": {"instance": "pinned", "port": 8100, "bind": "0.0.0.0", "gpus": "1"},
+}
+
+
+@pytest.fixture()
+def expected(host):
+    return EXPECTED[host.backend.get_hostname()]
+
+
+def http(host, path, port, body=None, key=API_KEY):
+    """An HTTP request made on the node itself (stdlib Python: the node has no curl)."""
+    script = (
+        "import json,sys,urllib.request,urllib.error\n"
+        "url,body,key=sys.argv[1],sys.argv[2],sys.argv[3]\n"
+        "req=urllib.request.Request(url,data=body.encode() if body else None,"
+        "headers={'Content-Type':'application/json',**({'Authorization':'Bearer '+key} if key else {})})\n"
+        "try:\n r=urllib.request.urlopen(req,timeout=120); print(r.status); print(r.read().decode())\n"
+        "except urllib.error.HTTPError as e:\n print(e.code); print(e.read().decode())\n"
+    )
+    out = host.check_output(
+        "python3 -c %s %s %s %s",
+        script, f"http://127.0.0.1:{port}{path}", json.dumps(body) if body else "", key or "",
+    )
+    status, _, payload = out.partition("\n")
+    return int(status), payload
+
+
+def test_unit_is_active_and_enabled(host, expected):
+    unit = host.service(f"vllm-{expected['instance']}")
+    assert unit.is_running
+    assert unit.is_enabled
+
+
+def test_engine_runs_as_the_vllm_user(host, expected):
+    pid = host.check_output(f"systemctl show -p MainPID --value vllm-{expected['instance']}")
+    assert pid != "0"
+    assert host.check_output(f"ps -o user= -p {pid}") == "vllm"
+
+
+def test_port_listens_only_where_configured(host, expected):
+    port, bind = expected["port"], expected["bind"]
+    assert host.socket(f"tcp://{bind}:{port}").is_listening
+    if bind == "127.0.0.1":
+        assert not host.socket(f"tcp://0.0.0.0:{port}").is_listening
+
+
+def test_completion_returns_text_for_the_served_model(host, expected):
+    status, payload = http(host, "/v1/completions", expected["port"],
+                           {"model": "tiny-llama", "prompt": "The quick brown fox", "max_tokens": 5, "temperature": 0})
+    assert status == 200, payload
+    answer = json.loads(payload)
+    assert answer["model"] == "tiny-llama"
+    assert isinstance(answer["choices"][0]["text"], str)
+    assert answer["usage"]["completion_tokens"] == 5
+
+
+def test_models_endpoint_lists_the_served_name(host, expected):
+    status, payload = http(host, "/v1/models", expected["port"])
+    assert status == 200
+    assert [m["id"] for m in json.loads(payload)["data"]] == ["tiny-llama"]
+
+
+def test_api_key_is_enforced(host, expected):
+    status, _ = http(host, "/v1/models", expected["port"], key=None)
+    assert status == 401
+
+
+def test_secrets_file_is_root_only(host, expected):
+    env = host.file(f"/etc/vllm/{expected['instance']}.env")
+    assert env.mode == 0o600
+    assert env.user == "root"
+    assert f"VLLM_API_KEY={API_KEY}" in env.content_string
+    unit = host.file(f"/etc/systemd/system/vllm-{expected['instance']}.service").content_string
+    assert API_KEY not in unit and HF_TOKEN not in unit
+
+
+def test_secrets_never_reach_the_journal(host):
+    journal = host.check_output("journalctl --no-pager -o cat")
+    assert "Starting" in journal or "Started" in journal  # the journal is really there
+    assert API_KEY not in journal
+    assert HF_TOKEN not in journal
+
+
+def test_secrets_never_reach_the_ansible_output():
+    log = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "ansible.log"
+    text = log.read_text()
+    assert "Write each instance's secrets file" in text  # the converge was logged
+    assert API_KEY not in text
+    assert HF_TOKEN not in text
+
+
+def test_cuda_visible_devices_equals_the_pinned_gpus(host, expected):
+    env = host.check_output(f"systemctl show -p Environment --value vllm-{expected['instance']}")
+    visible = [v.split("=", 1)[1] for v in env.split() if v.startswith("CUDA_VISIBLE_DEVICES=")]
+    assert visible == ([expected["gpus"]] if expected["gpus"] else [])
+
+
+def _ansible_playbook(*extra):
+    inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
+    env = dict(os.environ, ANSIBLE_CONFIG=str(Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "ansible.cfg"),
+               ANSIBLE_LOG_PATH="/dev/null")
+    return subprocess.run(
+        ["ansible-playbook", "-i", str(inventory), str(PROJECT / "deploy.yml"), *extra],
+        capture_output=True, text=True, env=env, timeout=300, cwd=PROJECT,
+    )
+
+
+def _node_state(host, instance):
+    return (
+        host.file(f"/etc/systemd/system/vllm-{instance}.service").sha256sum,
+        host.file(f"/etc/vllm/{instance}.env").sha256sum,
+        host.check_output(f"systemctl show -p MainPID --value vllm-{instance}"),
+    )
+
+
+@pytest.mark.parametrize(
+    "bad_instances, message",
+    [
+        pytest.param(
+            [{"name": "a", "model": "tiny-llama", "port": 8000, "gpus": []},
+             {"name": "b", "model": "tiny-llama", "port": 8000, "gpus": []}],
+            "port 8000 is already used by instance a",
+            id="duplicate-port",
+        ),
+        pytest.param(
+            [{"name": "a", "model": "tiny-llama", "port": 8000, "gpus": [7]}],
+            "GPU 7 does not exist on this node",
+            id="missing-gpu",
+        ),
+    ],
+)
+def test_bad_input_fails_before_any_change(host, expected, bad_instances, message):
+    before = _node_state(host, expected["instance"])
+    run = _ansible_playbook("-e", json.dumps({"vllm_instances": bad_instances}))
+    output = run.stdout + run.stderr
+    assert run.returncode != 0
+    assert message in output
+    assert "vllm_instances[" in output  # names the variable to fix
+    assert "python_stack" not in output  # stopped before provisioning started
+    assert _node_state(host, expected["instance"]) == before

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Check (and where we can, install) what vllm-deploy needs on the controller: Python 3.10+ with venv,
+# the Docker engine (running), debootstrap and Compose (staging/tests only). As root on
+# Debian/Ubuntu it installs and starts what is missing and says so; otherwise it prints the command.
+set -euo pipefail
+
+need_pkgs=()
+problems=()
+
+python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null \
+  || problems+=("Python 3.10 or newer is needed (python3 --version: $(python3 --version 2>&1))")
+python3 -c 'import venv, ensurepip' 2>/dev/null || need_pkgs+=(python3-venv)
+command -v dockerd >/dev/null 2>&1 || need_pkgs+=(docker.io)
+command -v debootstrap >/dev/null 2>&1 || need_pkgs+=(debootstrap)
+if ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null 2>&1; then
+  need_pkgs+=(docker-compose)
+fi
+
+can_install=false
+if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then can_install=true; fi
+
+if ((${#need_pkgs[@]})); then
+  if $can_install; then
+    echo "prereqs: installing ${need_pkgs[*]} (apt-get)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+  else
+    problems+=("missing packages: run  sudo apt-get install -y ${need_pkgs[*]}")
+  fi
+fi
+
+if command -v docker >/dev/null 2>&1 && ! docker info >/dev/null 2>&1; then
+  if $can_install; then
+    if [[ -d /run/systemd/system ]]; then
+      echo "prereqs: starting the Docker engine (systemctl start docker)"
+      systemctl start docker
+    else
+      echo "prereqs: starting the Docker engine (dockerd, log in /var/log/dockerd.log)"
+      nohup dockerd >/var/log/dockerd.log 2>&1 &
+    fi
+    for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
+    docker info >/dev/null 2>&1 || problems+=("the Docker engine did not start: see /var/log/dockerd.log")
+  else
+    problems+=("the Docker engine is not running or not reachable: run  sudo systemctl start docker  (and add yourself to the docker group)")
+  fi
+fi
+
+if ((${#problems[@]})); then
+  printf 'prereqs: %s\n' "${problems[@]}" >&2
+  exit 1
+fi
+echo "prereqs: ok (python $(python3 -c 'import platform; print(platform.python_version())'), docker $(docker version -f '{{.Server.Version}}' 2>/dev/null))"
