@@ -7,6 +7,7 @@ PY        := $(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 NODE_IMAGE ?= vllm-deploy/node:bookworm
+# Molecule scenarios mount $(CURDIR)/.cache/wheelhouse; staging honours WHEELHOUSE.
 WHEELHOUSE ?= $(CURDIR)/.cache/wheelhouse
 export NODE_IMAGE WHEELHOUSE
 SCENARIOS ?= default
