@@ -305,3 +305,9 @@ def build_instances(
             )
         records.append(build_instance(inst, models[name], name, gpu_facts=gpu_facts, plan=plan, defaults=defaults))
     return records
+
+
+def with_flags(record: dict[str, Any], flags: dict[str, Any]) -> dict[str, Any]:
+    """The same instance record with other flags (a degrade-ladder step): argv follows the flags."""
+    fixed = record["argv"][: record["argv"].index("--port") + 2]  # module, model, served name, host, port
+    return {**record, "flags": dict(flags), "argv": fixed + flags_to_argv(flags)}

@@ -12,7 +12,7 @@ try:
 except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 
-from vllm_deploy import instances, models  # noqa: E402
+from vllm_deploy import instances, ladder, models  # noqa: E402
 
 
 def vllm_inventory_errors(models, vllm_instances, host="", gpus=None):
@@ -72,6 +72,16 @@ def vllm_diagnose(text):
     return diagnose.diagnose(text or "").to_dict()
 
 
+def vllm_degrade_step(flags, diagnosis, engine, floors=None, tried=None):
+    """The degrade ladder's next rung for a failed start (None when not about memory or exhausted)."""
+    return ladder.next_step(flags or {}, diagnosis or {}, engine=engine, floors=floors, tried=tried)
+
+
+def vllm_record_with_flags(record, flags):
+    """The instance record with other flags, argv recomputed."""
+    return instances.with_flags(record, flags)
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -83,4 +93,6 @@ class FilterModule:
             "vllm_models_used": vllm_models_used,
             "vllm_tiny_model_argv": vllm_tiny_model_argv,
             "vllm_model_facts": vllm_model_facts,
+            "vllm_degrade_step": vllm_degrade_step,
+            "vllm_record_with_flags": vllm_record_with_flags,
         }
