@@ -229,8 +229,10 @@ def build_instance(
         "PYTHONUNBUFFERED": "1",
     }
     if devices:
-        # Pin by index or UUID exactly as the inventory names them; CUDA accepts both.
+        # Pin by index or UUID exactly as the inventory names them; CUDA accepts both. PCI bus order
+        # makes CUDA's indexes the ones nvidia-smi (and the inventory) use, also on mixed-GPU nodes.
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in devices)
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     if defaults.get("engine") == "cpu":
         env["VLLM_CPU_KVCACHE_SPACE"] = str(inst.get("cpu_kv_cache_space_gib", defaults.get("cpu_kv_cache_space_gib", 1)))
     env.update({k: str(v) for k, v in inst.get("env", {}).items()})
@@ -266,12 +268,13 @@ def _device_for(inst: dict[str, Any], gpu_facts: dict[str, Any], defaults: dict[
     if not pinned:
         return {"kind": "none"}
     smallest = min(pinned, key=lambda g: g.get("memory_total_mib") or 0)
-    free = [g.get("memory_free_mib") for g in pinned if g.get("memory_free_mib") is not None]
+    # Planned against total memory only: free memory counts our own running instance as used, so
+    # planning on it would shrink an instance on every redeploy. Free memory is checked by preflight,
+    # which knows which processes are ours.
     return {
         "kind": "gpu",
         "name": smallest.get("name"),
         "memory_total_mib": smallest.get("memory_total_mib"),
-        "memory_free_mib": min(free) if free else None,
         "count": len(pinned),
     }
 

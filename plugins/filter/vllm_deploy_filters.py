@@ -82,6 +82,49 @@ def vllm_record_with_flags(record, flags):
     return instances.with_flags(record, flags)
 
 
+def vllm_preflight_problems(records, gpu_facts, compute_apps, pid_units, vllm_version=None):
+    """Foreign processes and short free memory on each instance's pinned GPUs → [problem dicts].
+
+    compute_apps / pid_units: the registered results (or stdout) of the role's nvidia-smi and ps runs;
+    vllm_version picks vLLM's default gpu_memory_utilization where the flags leave it open.
+    """
+    from vllm_deploy import nvidia_smi, preflight
+
+    try:
+        return [p.to_dict() for p in preflight.problems_from_results(
+            records or [], gpu_facts or {}, compute_apps, pid_units, vllm_version=vllm_version or None)]
+    except (nvidia_smi.NvidiaSmiParseError, KeyError, TypeError, ValueError) as exc:
+        raise AnsibleFilterError(f"vllm_preflight_problems: {exc}") from exc
+
+
+def vllm_preflight_alloc_argv(records, gpu_facts, python, alloc_mib=256, timeout_s=300):
+    """argv of the bare CUDA allocation on every pinned GPU, through the node's venv."""
+    from vllm_deploy import preflight
+
+    indexes = preflight.alloc_gpu_indexes(records or [], (gpu_facts or {}).get("gpus", []))
+    return preflight.alloc_argv(str(python), indexes, int(alloc_mib), int(timeout_s)) if indexes else []
+
+
+def vllm_preflight_alloc_problems(result, records, gpu_facts, alloc_mib=256, timeout_s=300):
+    """The bare run's registered result → [problem dicts] for the GPUs that failed or never answered."""
+    from vllm_deploy import preflight
+
+    result = result or {}
+    return [p.to_dict() for p in preflight.alloc_problems(
+        records or [], (gpu_facts or {}).get("gpus", []), result.get("stdout", ""), result.get("stderr", ""),
+        int(result.get("rc", 0) or 0), int(alloc_mib), int(timeout_s))]
+
+
+def vllm_preflight_lines(problems, host):
+    """Problems → one line each: host, instance, GPU, the numbers, the fix."""
+    from vllm_deploy import preflight
+
+    try:
+        return [preflight.format_problem(p, str(host)) for p in problems or []]
+    except KeyError as exc:
+        raise AnsibleFilterError(f"vllm_preflight_lines: a problem lacks {exc}") from exc
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -95,4 +138,8 @@ class FilterModule:
             "vllm_model_facts": vllm_model_facts,
             "vllm_degrade_step": vllm_degrade_step,
             "vllm_record_with_flags": vllm_record_with_flags,
+            "vllm_preflight_problems": vllm_preflight_problems,
+            "vllm_preflight_alloc_argv": vllm_preflight_alloc_argv,
+            "vllm_preflight_alloc_problems": vllm_preflight_alloc_problems,
+            "vllm_preflight_lines": vllm_preflight_lines,
         }

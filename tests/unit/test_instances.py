@@ -100,6 +100,7 @@ def test_record_pins_devices_and_carries_no_secret():
     )
     assert rec["unit"] == "vllm-llama-0"
     assert rec["env"]["CUDA_VISIBLE_DEVICES"] == "2,3"
+    assert rec["env"]["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"  # CUDA's numbering = nvidia-smi's
     assert rec["flags"]["tensor_parallel_size"] == 2  # defaults to the pinned GPU count
     assert rec["argv"][:2] == ["-m", "vllm.entrypoints.openai.api_server"]
     assert rec["argv"][rec["argv"].index("--served-model-name") + 1] == "llama"
@@ -132,6 +133,20 @@ def test_build_instances_plans_against_the_pinned_gpu():
     assert rec["plan"]["kv_bytes_per_token"] == 131072
     assert rec["plan"]["kv_cache_tokens"] > rec["flags"]["max_model_len"]
     assert rec["env"]["CUDA_VISIBLE_DEVICES"] == "1"
+
+
+def test_plan_does_not_depend_on_free_memory():
+    """A redeploy sees our own instance's memory as used; the flags must not shrink because of it."""
+    if not (REPO.parent / "shared").exists():
+        pytest.skip("../shared/calibration is not beside the checkout")
+    config = json.loads((REPO.parent / "shared/calibration/models/meta-llama__Llama-3.1-8B-Instruct/config.json").read_text())
+    idle = {"gpus": parse_query_gpu(A100_CSV)}
+    busy = {"gpus": [dict(g, memory_used_mib=70000, memory_free_mib=11920) for g in idle["gpus"]]}
+    args = ([inst(name="llama-0", model="llama", gpus=[1])], {"llama": {"path": "/srv/models/llama"}})
+    kw = dict(model_facts={"llama": {"config": config, "weights_bytes": 16_060_522_496}},
+              defaults={"hf_home": "h", "cache_root": "c", "engine": "gpu", "plan": True, "floors": {}})
+    assert instances.build_instances(*args, gpu_facts=idle, **kw)[0]["flags"] == \
+        instances.build_instances(*args, gpu_facts=busy, **kw)[0]["flags"]
 
 
 def test_model_facts_from_role_results():
