@@ -306,8 +306,19 @@ def build_instances(
                 floors=defaults.get("floors") or {},
                 vllm_version=defaults.get("vllm_version"),
             )
-        records.append(build_instance(inst, models[name], name, gpu_facts=gpu_facts, plan=plan, defaults=defaults))
+        record = build_instance(inst, models[name], name, gpu_facts=gpu_facts, plan=plan, defaults=defaults)
+        records.append(apply_degraded(record, (defaults.get("degraded") or {}).get(inst["name"])))
     return records
+
+
+def apply_degraded(record: dict[str, Any], degraded: dict[str, Any] | None) -> dict[str, Any]:
+    """Keep a degrade-ladder outcome while the inventory still asks for the same flags.
+
+    `degraded` is what the ladder recorded on the node: {"requested_flags": ..., "flags": ...}. Without
+    this a re-run would render the flags that did not fit, restart, and climb the ladder again."""
+    if not degraded or degraded.get("requested_flags") != record["flags"]:
+        return record
+    return {**with_flags(record, degraded["flags"]), "verdict": "degraded", "requested_flags": record["flags"]}
 
 
 def with_flags(record: dict[str, Any], flags: dict[str, Any]) -> dict[str, Any]:

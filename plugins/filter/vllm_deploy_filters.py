@@ -125,6 +125,11 @@ def vllm_preflight_lines(problems, host):
         raise AnsibleFilterError(f"vllm_preflight_lines: a problem lacks {exc}") from exc
 
 
+def vllm_degraded_outcomes(slurped):
+    """{instance: {requested_flags, flags}} from the slurped /etc/vllm/<instance>.degraded.json files."""
+    return models.degraded_outcomes(slurped or [])
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -138,6 +143,7 @@ class FilterModule:
             "vllm_model_facts": vllm_model_facts,
             "vllm_degrade_step": vllm_degrade_step,
             "vllm_record_with_flags": vllm_record_with_flags,
+            "vllm_degraded_outcomes": vllm_degraded_outcomes,
             "vllm_preflight_problems": vllm_preflight_problems,
             "vllm_preflight_alloc_argv": vllm_preflight_alloc_argv,
             "vllm_preflight_alloc_problems": vllm_preflight_alloc_problems,

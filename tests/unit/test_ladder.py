@@ -71,3 +71,17 @@ def test_record_with_flags_keeps_identity_and_rewrites_argv():
     assert new["argv"][-2:] == ["--max-model-len", "65408"]
     assert "131072" not in new["argv"]
     assert new["argv"][:9] == rec["argv"][:9] and new["unit"] == rec["unit"] and new["env"] == rec["env"]
+
+
+def test_a_ladder_outcome_is_kept_only_for_the_same_requested_flags():
+    rec = instances.build_instance({"name": "x", "model": "m", "port": 8000, "flags": {"max_model_len": 131072}},
+                                   {"path": "/m"}, "m", gpu_facts={}, plan=None,
+                                   defaults={"hf_home": "h", "cache_root": "c", "engine": "cpu"})
+    outcome = {"requested_flags": {"max_model_len": 131072}, "flags": {"max_model_len": 65408}}
+    kept = instances.apply_degraded(rec, outcome)
+    assert kept["verdict"] == "degraded" and kept["flags"] == {"max_model_len": 65408}
+    assert kept["argv"][-1] == "65408"
+    # The inventory changed its mind: the outcome no longer applies.
+    changed = instances.with_flags(rec, {"max_model_len": 32768})
+    assert instances.apply_degraded(changed, outcome) == changed
+    assert instances.apply_degraded(rec, None) == rec

@@ -78,21 +78,26 @@ def test_a_killed_engine_comes_back_and_verify_passes(host):
     assert complete(host, 8000)["usage"]["completion_tokens"] == 3
 
 
+LADDER_VARS = {
+    "vllm_serve_auto_degrade": True,
+    "vllm_plan_enforce": False,  # the planner refuses this up front; here we test the runtime ladder
+    "vllm_models": {
+        "tiny-llama": TINY,
+        "kv16k": {"path": "/srv/models/kv16k", "source": "generate", "served_name": "tiny-llama",
+                  "generate": {"layers": 4, "hidden": 1024, "heads": 8, "kv_heads": 8, "intermediate": 256,
+                               "max_position": 131072}},
+    },
+    "vllm_instances": [
+        {"name": "tiny", "model": "tiny-llama", "gpus": [], "port": 8000, "flags": {"max_model_len": 256, "dtype": "bfloat16"}},
+        {"name": "long", "model": "kv16k", "gpus": [], "port": 8001, "flags": {"max_model_len": 131072, "dtype": "bfloat16"}},
+    ],
+}
+
+
 def test_the_degrade_ladder_brings_up_a_context_that_does_not_fit(host):
     """16 KiB of KV per token, 1 GiB of KV space, max-model-len 131072: vLLM itself refuses to start
     (2 GiB needed) and estimates 65408; the ladder takes that figure and the instance serves."""
-    rc, out = deploy(extra_vars={
-        "vllm_serve_auto_degrade": True,
-        "vllm_plan_enforce": False,      # the planner refuses this up front; here we test the runtime ladder
-        "vllm_models": {"tiny-llama": TINY, "kv16k": {
-            "path": "/srv/models/kv16k", "source": "generate", "served_name": "tiny-llama",
-            "generate": {"layers": 4, "hidden": 1024, "heads": 8, "kv_heads": 8, "intermediate": 256,
-                         "max_position": 131072}}},
-        "vllm_instances": [
-            {"name": "tiny", "model": "tiny-llama", "gpus": [], "port": 8000, "flags": {"max_model_len": 256, "dtype": "bfloat16"}},
-            {"name": "long", "model": "kv16k", "gpus": [], "port": 8001, "flags": {"max_model_len": 131072, "dtype": "bfloat16"}},
-        ],
-    })
+    rc, out = deploy(extra_vars=LADDER_VARS)
     assert rc == 0, out[-4000:]
     report = json.loads(host.file("/var/lib/vllm/reports/long-degrade.json").content_string)
     assert report["served"] is True
@@ -104,3 +109,12 @@ def test_the_degrade_ladder_brings_up_a_context_that_does_not_fit(host):
     assert f"--max-model-len {report['final_flags']['max_model_len']}" in exec_start(host, "vllm-long")
     assert complete(host, 8001)["usage"]["completion_tokens"] == 3
     assert complete(host, 8000)["usage"]["completion_tokens"] == 3   # the other instance never stopped serving
+
+
+def test_a_rerun_after_the_ladder_changes_nothing(host):
+    """The ladder's outcome is kept while the inventory asks for the same flags: no restart, no re-climb."""
+    pid = host.check_output("systemctl show -p MainPID --value vllm-long")
+    rc, out = deploy(extra_vars=LADDER_VARS)
+    assert rc == 0, out[-3000:]
+    assert "changed=0" in out.split("PLAY RECAP")[-1]
+    assert host.check_output("systemctl show -p MainPID --value vllm-long") == pid
