@@ -77,9 +77,10 @@ def vllm_degrade_step(flags, diagnosis, engine, floors=None, tried=None):
     return ladder.next_step(flags or {}, diagnosis or {}, engine=engine, floors=floors, tried=tried)
 
 
-def vllm_record_with_flags(record, flags):
-    """The instance record with other flags, argv recomputed."""
-    return instances.with_flags(record, flags)
+def vllm_record_degraded(record, flags):
+    """The instance record a degrade-ladder rung runs: other flags, argv recomputed, marked degraded —
+    the same record a later run rebuilds from the ladder's saved outcome, so the unit does not change."""
+    return instances.apply_degraded(record, {"requested_flags": record["flags"], "flags": flags})
 
 
 def vllm_preflight_problems(records, gpu_facts, compute_apps, pid_units, vllm_version=None):
@@ -142,7 +143,7 @@ class FilterModule:
             "vllm_tiny_model_argv": vllm_tiny_model_argv,
             "vllm_model_facts": vllm_model_facts,
             "vllm_degrade_step": vllm_degrade_step,
-            "vllm_record_with_flags": vllm_record_with_flags,
+            "vllm_record_degraded": vllm_record_degraded,
             "vllm_degraded_outcomes": vllm_degraded_outcomes,
             "vllm_preflight_problems": vllm_preflight_problems,
             "vllm_preflight_alloc_argv": vllm_preflight_alloc_argv,
