@@ -7,9 +7,10 @@ PY        := $(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 NODE_IMAGE ?= vllm-deploy/node:bookworm
+# Molecule scenarios mount $(CURDIR)/.cache/wheelhouse; staging honours WHEELHOUSE.
 WHEELHOUSE ?= $(CURDIR)/.cache/wheelhouse
 export NODE_IMAGE WHEELHOUSE
-SCENARIOS ?= default driver-upgrade
+SCENARIOS ?= default resilience driver-upgrade
 STAGING   := -i inventory/staging/hosts.yml
 
 .PHONY: help setup prereqs node-image wheelhouse staging staging-down test test-unit lint syntax molecule \

@@ -229,8 +229,10 @@ def build_instance(
         "PYTHONUNBUFFERED": "1",
     }
     if devices:
-        # Pin by index or UUID exactly as the inventory names them; CUDA accepts both.
+        # Pin by index or UUID exactly as the inventory names them; CUDA accepts both. PCI bus order
+        # makes CUDA's indexes the ones nvidia-smi (and the inventory) use, also on mixed-GPU nodes.
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in devices)
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     if defaults.get("engine") == "cpu":
         env["VLLM_CPU_KVCACHE_SPACE"] = str(inst.get("cpu_kv_cache_space_gib", defaults.get("cpu_kv_cache_space_gib", 1)))
     env.update({k: str(v) for k, v in inst.get("env", {}).items()})
@@ -266,12 +268,13 @@ def _device_for(inst: dict[str, Any], gpu_facts: dict[str, Any], defaults: dict[
     if not pinned:
         return {"kind": "none"}
     smallest = min(pinned, key=lambda g: g.get("memory_total_mib") or 0)
-    free = [g.get("memory_free_mib") for g in pinned if g.get("memory_free_mib") is not None]
+    # Planned against total memory only: free memory counts our own running instance as used, so
+    # planning on it would shrink an instance on every redeploy. Free memory is checked by preflight,
+    # which knows which processes are ours.
     return {
         "kind": "gpu",
         "name": smallest.get("name"),
         "memory_total_mib": smallest.get("memory_total_mib"),
-        "memory_free_mib": min(free) if free else None,
         "count": len(pinned),
     }
 
@@ -303,5 +306,22 @@ def build_instances(
                 floors=defaults.get("floors") or {},
                 vllm_version=defaults.get("vllm_version"),
             )
-        records.append(build_instance(inst, models[name], name, gpu_facts=gpu_facts, plan=plan, defaults=defaults))
+        record = build_instance(inst, models[name], name, gpu_facts=gpu_facts, plan=plan, defaults=defaults)
+        records.append(apply_degraded(record, (defaults.get("degraded") or {}).get(inst["name"])))
     return records
+
+
+def apply_degraded(record: dict[str, Any], degraded: dict[str, Any] | None) -> dict[str, Any]:
+    """Keep a degrade-ladder outcome while the inventory still asks for the same flags.
+
+    `degraded` is what the ladder recorded on the node: {"requested_flags": ..., "flags": ...}. Without
+    this a re-run would render the flags that did not fit, restart, and climb the ladder again."""
+    if not degraded or degraded.get("requested_flags") != record["flags"]:
+        return record
+    return {**with_flags(record, degraded["flags"]), "verdict": "degraded", "requested_flags": record["flags"]}
+
+
+def with_flags(record: dict[str, Any], flags: dict[str, Any]) -> dict[str, Any]:
+    """The same instance record with other flags (a degrade-ladder step): argv follows the flags."""
+    fixed = record["argv"][: record["argv"].index("--port") + 2]  # module, model, served name, host, port
+    return {**record, "flags": dict(flags), "argv": fixed + flags_to_argv(flags)}

