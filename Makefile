@@ -10,7 +10,7 @@ NODE_IMAGE ?= vllm-deploy/node:bookworm
 # Molecule scenarios mount $(CURDIR)/.cache/wheelhouse; staging honours WHEELHOUSE.
 WHEELHOUSE ?= $(CURDIR)/.cache/wheelhouse
 export NODE_IMAGE WHEELHOUSE
-SCENARIOS ?= default resilience
+SCENARIOS ?= default resilience driver-upgrade
 STAGING   := -i inventory/staging/hosts.yml
 
 .PHONY: help setup prereqs node-image wheelhouse staging staging-down test test-unit lint syntax molecule \

@@ -87,6 +87,16 @@ def _pinned_driver(versions: dict) -> tuple[str | None, str]:
     return None, f"nvidia_driver.source {source!r}"
 
 
+def toolkit_version(versions: dict) -> str | None:
+    """The CUDA toolkit version a node would get: Debian's package version for source debian
+    (bookworm: 11.8.89~11.8.0-5~deb12u1 -> CUDA 11), else cuda_toolkit.version (NVIDIA's repo)."""
+    ct = versions.get("cuda_toolkit") or {}
+    source = ct.get("source") or (versions.get("nvidia_driver") or {}).get("source")
+    if source == "debian" and ct.get("debian_version"):
+        return str(ct["debian_version"])
+    return ct.get("version")
+
+
 def check(versions: dict, *, driver_version: str | None = None, gpus: list[dict] | None = None,
           profile: str = "gpu") -> list[Violation]:
     """All violations of the matrix for this version set (and, when given, the node's driver and GPUs)."""
@@ -150,7 +160,7 @@ def check(versions: dict, *, driver_version: str | None = None, gpus: list[dict]
                                  f"driver_branch_version: nvidia_driver.version {drv['version']} is not on branch "
                                  f"{drv['branch']}. Fix: pick a version of branch {drv['branch']} or change the branch."))
     # 4. The optional CUDA toolkit (nvcc for JIT kernels) must also run on the driver.
-    toolkit = (versions.get("cuda_toolkit") or {}).get("version")
+    toolkit = toolkit_version(versions)
     if toolkit:
         need = min_driver_for_cuda(toolkit)
         pinned, pinned_desc = _pinned_driver(versions)
@@ -184,3 +194,55 @@ def check(versions: dict, *, driver_version: str | None = None, gpus: list[dict]
                                  f"{arch['min_driver']} (R{arch['min_driver'].split('.')[0]}+); driver is {drv_used}. "
                                  f"Fix: install driver branch >= {arch['min_driver'].split('.')[0]} from the nvidia_repo source."))
     return out
+
+
+# Rules that only make sense when the node's own driver and GPUs are known (after gpu_facts).
+_NODE_RULES = ("node_driver_vs_torch_cuda", "gpu_arch_vs_cuda", "gpu_arch_vs_driver", "cuda_toolkit_vs_driver")
+
+
+def gpu_intended(engine: str = "auto", *, driver_install: bool = False, gpu_instances: bool = False) -> bool:
+    """Before facts are gathered: is this host meant to run the GPU build?
+
+    engine gpu says so; engine cpu says no (its GPUs, if any, serve something else); auto means yes when
+    the host installs a driver or one of its instances pins GPUs.
+    """
+    if engine == "gpu":
+        return True
+    if engine == "cpu":
+        return False
+    return bool(driver_install or gpu_instances)
+
+
+def pin_gate(versions: dict, *, engine: str = "auto", driver_install: bool = False,
+             cuda_toolkit_install: bool = False, gpu_instances: bool = False) -> list[Violation]:
+    """The pin-only rules for one host, before any host is touched (the validate play).
+
+    GPU-intended hosts get every GPU rule on the pins; other hosts the CPU stack's rules, plus, where
+    they install a driver, the rules about that driver itself (branch/version, toolkit). The CUDA
+    toolkit rule applies only where the toolkit is installed.
+    """
+    if gpu_intended(engine, driver_install=driver_install, gpu_instances=gpu_instances):
+        found = check(versions, profile="gpu")
+    else:
+        found = check(versions, profile="cpu")
+        if driver_install:
+            found += [v for v in check(versions, profile="gpu")
+                      if v.rule in ("driver_branch_version", "cuda_toolkit_vs_driver")]
+    if not cuda_toolkit_install:
+        found = [v for v in found if v.rule != "cuda_toolkit_vs_driver"]
+    return found
+
+
+def node_gate(versions: dict, *, engine: str, driver_version: str | None, gpus: list[dict] | None,
+              cuda_toolkit_install: bool = False) -> list[Violation]:
+    """After gpu_facts: the node's actual driver and GPUs against the GPU build's CUDA.
+
+    Only for nodes that will serve with the GPU build (engine gpu, as resolved from the facts).
+    """
+    if engine != "gpu":
+        return []
+    found = [v for v in check(versions, driver_version=driver_version, gpus=gpus, profile="gpu")
+             if v.rule in _NODE_RULES]
+    if not cuda_toolkit_install:
+        found = [v for v in found if v.rule != "cuda_toolkit_vs_driver"]
+    return found

@@ -7,10 +7,13 @@ import sys
 
 from ansible.errors import AnsibleFilterError
 
-try:
-    import vllm_deploy  # noqa: F401  (installed in the controller venv by `make setup`)
-except ImportError:  # running from a checkout without `pip install -e .`
-    sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+# The package of this plugin's own checkout wins over an installed one: a second worktree run with
+# another checkout's venv (or an older `pip install`) must not filter with stale rules.
+_CHECKOUT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+if os.path.isfile(os.path.join(_CHECKOUT, "vllm_deploy", "__init__.py")) and _CHECKOUT not in sys.path:
+    sys.path.insert(0, _CHECKOUT)
+
+
 
 from vllm_deploy import instances, ladder, models  # noqa: E402
 
@@ -131,6 +134,55 @@ def vllm_degraded_outcomes(slurped):
     return models.degraded_outcomes(slurped or [])
 
 
+def vllm_compat_pin_violations(versions, engine="auto", driver_install=False, cuda_toolkit_install=False,
+                               gpu_instances=False):
+    """The pin-only compatibility rules for one host (before facts), each as "[rule] message"."""
+    from vllm_deploy import compat
+
+    if not isinstance(versions, dict):
+        raise AnsibleFilterError(f"vllm_compat_pin_violations expects the versions mapping, got {type(versions).__name__}")
+    return [str(v) for v in compat.pin_gate(versions, engine=str(engine), driver_install=bool(driver_install),
+                                            cuda_toolkit_install=bool(cuda_toolkit_install),
+                                            gpu_instances=bool(gpu_instances))]
+
+
+def vllm_compat_node_violations(versions, engine, gpu_facts, cuda_toolkit_install=False):
+    """The node's driver and GPUs (gpu_facts) against the GPU build's CUDA, each as "[rule] message"."""
+    from vllm_deploy import compat
+
+    facts = gpu_facts or {}
+    return [str(v) for v in compat.node_gate(versions, engine=str(engine), driver_version=facts.get("driver_version"),
+                                             gpus=facts.get("gpus") or [],
+                                             cuda_toolkit_install=bool(cuda_toolkit_install))]
+
+
+def vllm_driver_state(dpkg_stdout, pinned_version, anchor="nvidia-smi"):
+    """dpkg-query output → installed/at-pin/held driver packages and whether this is an upgrade."""
+    from vllm_deploy import driver
+
+    try:
+        return driver.driver_state(dpkg_stdout or "", pinned_version, anchor=anchor)
+    except driver.DriverStateError as exc:
+        raise AnsibleFilterError(f"vllm_driver_state: {exc}") from exc
+
+
+def vllm_nvidia_repo_distro(distribution, major_version):
+    """'Ubuntu', '22' → 'ubuntu2204' (the directory in NVIDIA's CUDA apt repository)."""
+    from vllm_deploy import driver
+
+    try:
+        return driver.nvidia_repo_distro(distribution, major_version)
+    except driver.DriverStateError as exc:
+        raise AnsibleFilterError(f"vllm_nvidia_repo_distro: {exc}") from exc
+
+
+def vllm_upstream_version(version):
+    """'535.261.03-1' → '535.261.03' (what nvidia-smi reports as driver_version)."""
+    from vllm_deploy import driver
+
+    return driver.upstream_version(version)
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -149,4 +201,9 @@ class FilterModule:
             "vllm_preflight_alloc_argv": vllm_preflight_alloc_argv,
             "vllm_preflight_alloc_problems": vllm_preflight_alloc_problems,
             "vllm_preflight_lines": vllm_preflight_lines,
+            "vllm_compat_pin_violations": vllm_compat_pin_violations,
+            "vllm_compat_node_violations": vllm_compat_node_violations,
+            "vllm_driver_state": vllm_driver_state,
+            "vllm_nvidia_repo_distro": vllm_nvidia_repo_distro,
+            "vllm_upstream_version": vllm_upstream_version,
         }

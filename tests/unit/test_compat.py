@@ -47,9 +47,14 @@ def rules(violations):
     return sorted({v.rule for v in violations})
 
 
-def test_shipped_pins_are_refused_for_gpu_nodes():
-    # versions.yaml: Debian's 535 driver with a CUDA 13.0 torch — impossible on a GPU node.
-    found = check(load_versions(), profile="gpu")
+def test_shipped_pins_are_coherent_for_gpu_nodes():
+    # versions.yaml ships NVIDIA's 580 branch with the CUDA 13.0 torch.
+    assert check(load_versions(), profile="gpu") == []
+
+
+def test_debian_535_with_cuda13_torch_is_refused_for_gpu_nodes():
+    # Debian's 535 driver with a CUDA 13.0 torch — impossible on a GPU node.
+    found = check(versions(nvidia_driver__source="debian"), profile="gpu")
     assert "pinned_driver_vs_torch_cuda" in rules(found)
     msg = next(v.message for v in found if v.rule == "pinned_driver_vs_torch_cuda")
     assert msg.startswith("pinned_driver_vs_torch_cuda:")
@@ -93,3 +98,48 @@ def test_ada_name_not_mistaken_for_ampere():
     assert gpu_architecture({"name": "NVIDIA RTX 6000 Ada Generation"})["name"] == "ada"
     assert gpu_architecture({"name": "NVIDIA L40S"})["name"] == "ada"
     assert gpu_architecture({"name": "NVIDIA RTX A6000"})["name"] == "ampere"
+
+
+def test_debian_toolkit_is_checked_as_cuda_11():
+    # Debian's nvidia-cuda-toolkit 11.8 runs on 535; NVIDIA's 13.0 toolkit does not.
+    debian = versions(nvidia_driver__source="debian")
+    assert "cuda_toolkit_vs_driver" not in rules(check(debian, profile="gpu"))
+    repo_toolkit = versions(nvidia_driver__source="debian", cuda_toolkit__source="nvidia_repo")
+    assert "cuda_toolkit_vs_driver" in rules(check(repo_toolkit, profile="gpu"))
+
+
+DEBIAN_535 = {"nvidia_driver__source": "debian"}
+
+
+@pytest.mark.parametrize("changes,kwargs,expected", [
+    # The driver-upgrade scenario: Debian's 535 serving with the CPU build is accepted.
+    (DEBIAN_535, {"engine": "cpu", "driver_install": True}, []),
+    # ...but not with the GPU build: the pinned driver cannot run CUDA 13.
+    (DEBIAN_535, {"engine": "gpu"}, ["pinned_driver_vs_torch_cuda"]),
+    # auto + a driver to install (or instances pinning GPUs) means the GPU build is intended.
+    (DEBIAN_535, {"engine": "auto", "driver_install": True}, ["pinned_driver_vs_torch_cuda"]),
+    (DEBIAN_535, {"engine": "auto", "gpu_instances": True}, ["pinned_driver_vs_torch_cuda"]),
+    # auto without GPU intent: nothing GPU-specific is known yet (node_gate checks after facts).
+    (DEBIAN_535, {"engine": "auto"}, []),
+    # The toolkit rule counts only where the toolkit is installed, whatever the engine.
+    ({**DEBIAN_535, "cuda_toolkit__source": "nvidia_repo"}, {"engine": "cpu", "driver_install": True}, []),
+    ({**DEBIAN_535, "cuda_toolkit__source": "nvidia_repo"},
+     {"engine": "cpu", "driver_install": True, "cuda_toolkit_install": True}, ["cuda_toolkit_vs_driver"]),
+    # A branch/version typo is refused even on a CPU-serving node that installs the driver.
+    ({"nvidia_driver__version": "570.195.03"}, {"engine": "cpu", "driver_install": True}, ["driver_branch_version"]),
+    ({}, {"engine": "gpu", "cuda_toolkit_install": True}, []),
+])
+def test_pin_gate(changes, kwargs, expected):
+    from vllm_deploy.compat import pin_gate
+    assert rules(pin_gate(versions(**changes), **kwargs)) == expected
+
+
+@pytest.mark.parametrize("engine,driver,gpus,expected", [
+    ("gpu", "580.82.07", [{"index": 0, "name": "NVIDIA H100 80GB HBM3"}], []),
+    ("gpu", "535.183.01", [{"index": 0, "name": "NVIDIA GeForce RTX 4090"}], ["node_driver_vs_torch_cuda"]),
+    ("gpu", "580.82.07", [{"index": 0, "name": "Tesla V100-PCIE-16GB"}], ["gpu_arch_vs_cuda"]),
+    ("cpu", "535.183.01", [{"index": 0, "name": "NVIDIA GeForce RTX 4090"}], []),
+])
+def test_node_gate(engine, driver, gpus, expected):
+    from vllm_deploy.compat import node_gate
+    assert rules(node_gate(load_versions(), engine=engine, driver_version=driver, gpus=gpus)) == expected
