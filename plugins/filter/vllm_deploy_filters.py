@@ -12,7 +12,7 @@ try:
 except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 
-from vllm_deploy import instances, models  # noqa: E402
+from vllm_deploy import containers, instances, models  # noqa: E402
 
 
 def vllm_inventory_errors(models, vllm_instances, host="", gpus=None):
@@ -65,6 +65,30 @@ def vllm_model_facts(slurped, found):
         raise AnsibleFilterError(f"vllm_model_facts: {exc}") from exc
 
 
+def vllm_container_args(record):
+    """The record's argv for the image's ENTRYPOINT (Compose `command:`)."""
+    try:
+        return containers.container_args(record)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise AnsibleFilterError(f"vllm_container_args: {exc}") from exc
+
+
+def vllm_container_env(record):
+    """The record's environment as the container gets it (Compose `environment:`)."""
+    try:
+        return containers.container_env(record)
+    except (KeyError, AttributeError) as exc:
+        raise AnsibleFilterError(f"vllm_container_env: {exc}") from exc
+
+
+def vllm_device_ids(record):
+    """The record's GPUs as Compose `device_ids` strings."""
+    try:
+        return containers.device_ids(record)
+    except (KeyError, TypeError) as exc:
+        raise AnsibleFilterError(f"vllm_device_ids: {exc}") from exc
+
+
 def vllm_diagnose(text):
     """A vLLM server log → {category, summary, figures, fix}."""
     from vllm_deploy import diagnose
@@ -83,4 +107,7 @@ class FilterModule:
             "vllm_models_used": vllm_models_used,
             "vllm_tiny_model_argv": vllm_tiny_model_argv,
             "vllm_model_facts": vllm_model_facts,
+            "vllm_container_args": vllm_container_args,
+            "vllm_container_env": vllm_container_env,
+            "vllm_device_ids": vllm_device_ids,
         }
