@@ -10,11 +10,11 @@ NODE_IMAGE ?= vllm-deploy/node:bookworm
 # Molecule scenarios mount $(CURDIR)/.cache/wheelhouse; staging honours WHEELHOUSE.
 WHEELHOUSE ?= $(CURDIR)/.cache/wheelhouse
 export NODE_IMAGE WHEELHOUSE
-SCENARIOS ?= default resilience driver-upgrade
+SCENARIOS ?= default resilience driver-upgrade compose
 STAGING   := -i inventory/staging/hosts.yml
 
 .PHONY: help setup prereqs node-image wheelhouse staging staging-down test test-unit lint syntax molecule \
-        bench-deploy bench-planner
+        bench-deploy bench-planner bench-image
 
 help:  ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -62,6 +62,9 @@ molecule: node-image wheelhouse  ## Molecule scenarios on local Docker (SCENARIO
 
 bench-deploy: node-image wheelhouse  ## Deploy timings on fresh staging nodes (prints figures)
 	$(PY) scripts/bench_deploy.py
+
+bench-image: node-image wheelhouse  ## Slim vs naive vLLM image: sizes, overhead over the venv, cold start (GPU=1: CUDA build too)
+	$(PY) scripts/bench_image.py
 
 bench-planner: setup  ## Planner vs real vLLM startup logs (../shared/calibration)
 	$(PY) scripts/bench_planner.py

@@ -16,6 +16,7 @@ if os.path.isfile(os.path.join(_CHECKOUT, "vllm_deploy", "__init__.py")) and _CH
 
 
 from vllm_deploy import instances, ladder, models  # noqa: E402
+from vllm_deploy import containers, instances, models  # noqa: E402
 
 
 def vllm_inventory_errors(models, vllm_instances, host="", gpus=None):
@@ -66,6 +67,30 @@ def vllm_model_facts(slurped, found):
         return models.model_facts(slurped, found)
     except (KeyError, ValueError) as exc:
         raise AnsibleFilterError(f"vllm_model_facts: {exc}") from exc
+
+
+def vllm_container_args(record):
+    """The record's argv for the image's ENTRYPOINT (Compose `command:`)."""
+    try:
+        return containers.container_args(record)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise AnsibleFilterError(f"vllm_container_args: {exc}") from exc
+
+
+def vllm_container_env(record):
+    """The record's environment as the container gets it (Compose `environment:`)."""
+    try:
+        return containers.container_env(record)
+    except (KeyError, AttributeError) as exc:
+        raise AnsibleFilterError(f"vllm_container_env: {exc}") from exc
+
+
+def vllm_device_ids(record):
+    """The record's GPUs as Compose `device_ids` strings."""
+    try:
+        return containers.device_ids(record)
+    except (KeyError, TypeError) as exc:
+        raise AnsibleFilterError(f"vllm_device_ids: {exc}") from exc
 
 
 def vllm_diagnose(text):
@@ -206,4 +231,7 @@ class FilterModule:
             "vllm_driver_state": vllm_driver_state,
             "vllm_nvidia_repo_distro": vllm_nvidia_repo_distro,
             "vllm_upstream_version": vllm_upstream_version,
+            "vllm_container_args": vllm_container_args,
+            "vllm_container_env": vllm_container_env,
+            "vllm_device_ids": vllm_device_ids,
         }

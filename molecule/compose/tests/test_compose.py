@@ -1,0 +1,174 @@
+"""What a user checks after a Compose-mode deploy: two containers serve, pinned, locked down, kept.
+
+Runs inside the node through testinfra; the node drives the host's Docker engine (sibling containers).
+"""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+API_KEY = "molecule-api-key-c0mp0se"
+HF_TOKEN = "hf_moleculeComposeTokenMustNotLeak"
+PROJECT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).resolve().parents[3]))
+IMAGE_REPO = "vllm-deploy/img-compose"
+UID = 10001
+
+# What the scenario's inventory asks for.
+INSTANCES = {
+    "img-a": {"port": 18431, "gpus": ["0"]},
+    "img-b": {"port": 18432, "gpus": ["1"]},
+}
+
+
+def container(host, name):
+    """`docker inspect` of the instance's container (found by its Compose labels)."""
+    project = f"vllm-{name}"
+    ids = host.check_output(
+        f"docker ps -q --filter label=com.docker.compose.project={project} "
+        f"--filter label=com.docker.compose.service={project}"
+    ).split()
+    assert len(ids) == 1, f"expected one running container for {project}, found {ids}"
+    return json.loads(host.check_output(f"docker inspect {ids[0]}"))[0]
+
+
+def http(host, path, port, body=None, key=API_KEY):
+    """An HTTP request made on the node (stdlib Python: the node has no curl)."""
+    script = (
+        "import json,sys,urllib.request,urllib.error\n"
+        "url,body,key=sys.argv[1],sys.argv[2],sys.argv[3]\n"
+        "req=urllib.request.Request(url,data=body.encode() if body else None,"
+        "headers={'Content-Type':'application/json',**({'Authorization':'Bearer '+key} if key else {})})\n"
+        "try:\n r=urllib.request.urlopen(req,timeout=120); print(r.status); print(r.read().decode())\n"
+        "except urllib.error.HTTPError as e:\n print(e.code); print(e.read().decode())\n"
+    )
+    out = host.check_output(
+        "python3 -c %s %s %s %s",
+        script, f"http://127.0.0.1:{port}{path}", json.dumps(body) if body else "", key or "",
+    )
+    status, _, payload = out.partition("\n")
+    return int(status), payload
+
+
+@pytest.mark.parametrize("name", INSTANCES)
+def test_both_instances_answer_a_real_completion(host, name):
+    status, payload = http(host, "/v1/completions", INSTANCES[name]["port"],
+                           {"model": "tiny-llama", "prompt": "The quick brown fox", "max_tokens": 5, "temperature": 0})
+    assert status == 200, payload
+    answer = json.loads(payload)
+    assert answer["model"] == "tiny-llama"
+    assert answer["usage"]["completion_tokens"] == 5
+
+
+@pytest.mark.parametrize("name", INSTANCES)
+def test_api_key_is_enforced(host, name):
+    status, _ = http(host, "/v1/models", INSTANCES[name]["port"], key=None)
+    assert status == 401
+
+
+@pytest.mark.parametrize("name", INSTANCES)
+def test_owning_unit_is_active_and_enabled(host, name):
+    unit = host.service(f"vllm-{name}")
+    assert unit.is_running  # oneshot + RemainAfterExit: active (exited)
+    assert unit.is_enabled
+
+
+@pytest.mark.parametrize("name", INSTANCES)
+def test_container_runs_the_built_image_as_non_root(host, name):
+    info = container(host, name)
+    assert info["State"]["Status"] == "running"
+    assert info["Config"]["Image"].startswith(IMAGE_REPO + ":")
+    assert info["Config"]["User"] == f"{UID}:{UID}"
+    # PID 1 of the container is the engine (exec-form ENTRYPOINT): its real and effective UIDs.
+    cmdline = host.check_output(f"docker exec {info['Id']} cat /proc/1/cmdline").replace("\0", " ")
+    assert "vllm.entrypoints.openai.api_server" in cmdline
+    status = host.check_output(f"docker exec {info['Id']} cat /proc/1/status")
+    uids = next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1:]
+    assert uids == [str(UID)] * 4, status
+
+
+@pytest.mark.parametrize("name", INSTANCES)
+def test_container_is_healthy_and_bound_where_configured(host, name):
+    info = container(host, name)
+    assert info["State"]["Health"]["Status"] in ("healthy", "starting")  # start_period is long; /health is probed
+    port = INSTANCES[name]["port"]
+    assert info["HostConfig"]["PortBindings"] == {f"{port}/tcp": [{"HostIp": "127.0.0.1", "HostPort": str(port)}]}
+    assert info["HostConfig"]["ShmSize"] == 2 * 1024**3
+    assert info["HostConfig"]["RestartPolicy"]["Name"] == "unless-stopped"
+    assert not any(e.startswith("CUDA_VISIBLE_DEVICES=") for e in info["Config"]["Env"])  # the device request pins
+
+
+@pytest.mark.parametrize("name", INSTANCES)
+def test_secrets_only_in_the_0600_env_file(host, name):
+    env = host.file(f"/etc/vllm/{name}.env")
+    assert env.mode == 0o600
+    assert env.user == "root"
+    assert f"VLLM_API_KEY={API_KEY}" in env.content_string
+    compose = host.file(f"/etc/vllm/compose/{name}/compose.yml").content_string
+    assert API_KEY not in compose and HF_TOKEN not in compose
+    assert f"/etc/vllm/{name}.env" in compose
+
+
+def test_secrets_never_reach_the_ansible_output():
+    text = (Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "ansible.log").read_text()
+    assert "Write each instance's secrets file" in text
+    assert API_KEY not in text and HF_TOKEN not in text
+
+
+@pytest.mark.parametrize("name", INSTANCES)
+def test_compose_validates_exactly_the_pinned_gpus(host, name):
+    """The GPU rendering of the same record: Compose's own parse lists exactly the instance's GPUs."""
+    config = host.check_output(f"docker-compose -f /etc/vllm/gpu-check/{name}.yml config")
+    import yaml  # noqa: PLC0415 - only this test needs it
+
+    service = yaml.safe_load(config)["services"][f"vllm-{name}"]
+    devices = service["deploy"]["resources"]["reservations"]["devices"]
+    assert devices == [{"driver": "nvidia", "device_ids": INSTANCES[name]["gpus"], "capabilities": ["gpu"]}]
+    assert "CUDA_VISIBLE_DEVICES" not in service["environment"]
+
+
+@pytest.mark.parametrize("name", INSTANCES)
+def test_running_container_carries_its_device_request(host, name):
+    info = container(host, name)
+    runtimes = host.check_output("docker info --format '{{json .Runtimes}}'")
+    if "nvidia" not in runtimes:
+        pytest.skip("the engine has no NVIDIA runtime/hook (no GPU here): the scenario runs with "
+                    "vllm_serve_compose_gpu_reservations: false; see test_compose_validates_exactly_the_pinned_gpus")
+    requests = info["HostConfig"]["DeviceRequests"] or []
+    assert [r["DeviceIDs"] for r in requests] == [INSTANCES[name]["gpus"]]
+
+
+def test_image_is_multi_stage_slim(host):
+    image = container(host, "img-a")["Config"]["Image"]
+    labels = json.loads(host.check_output(f"docker image inspect -f '{{{{json .Config.Labels}}}}' {image}"))
+    assert labels["io.vllm-deploy.vllm.version"] == "0.32.0"
+    assert labels["io.vllm-deploy.torch.version"] == "2.13.0+cpu"
+    # No pip cache and no wheelhouse made it into the runtime image.
+    cmd = host.run(f"docker run --rm --entrypoint sh {image} -c "
+                   "'test ! -e /tmp/wheelhouse && test ! -e /root/.cache/pip && test ! -e /home/vllm/.cache/pip'")
+    assert cmd.rc == 0, cmd.stderr
+
+
+def _role_run(*extra):
+    inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
+    env = dict(os.environ, ANSIBLE_CONFIG=str(Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "ansible.cfg"),
+               ANSIBLE_LOG_PATH="/dev/null")
+    return subprocess.run(
+        ["ansible-playbook", "-i", str(inventory), str(PROJECT / "deploy.yml"), *extra],
+        capture_output=True, text=True, env=env, timeout=600, cwd=PROJECT,
+    )
+
+
+def test_unchanged_inputs_do_not_rebuild_and_a_version_change_does(host):
+    before = container(host, "img-a")["Config"]["Image"]
+    image_id = host.check_output(f"docker image inspect -f '{{{{.Id}}}}' {before}")
+    run = _role_run("--tags", "image")
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert "Build vllm-deploy/img-compose" in run.stdout and "changed=0" in run.stdout, run.stdout[-3000:]
+    assert host.check_output(f"docker image inspect -f '{{{{.Id}}}}' {before}") == image_id
+    # A different pin gives a different tag (check mode: nothing is built).
+    run = _role_run("--tags", "image", "--check", "-e", '{"vllm_versions_override": {"vllm": {"cpu": {"version": "0.32.1"}}}}')
+    tags = [line for line in run.stdout.splitlines() if "vllm-deploy/img-compose:" in line]
+    assert any("0.32.1-cpu-" in line for line in tags), run.stdout[-3000:]
