@@ -34,8 +34,8 @@ def playbook(*args: str) -> tuple[float, str]:
     return time.monotonic() - t0, run.stdout
 
 
-def node(*cmd: str) -> str:
-    return sh(["docker", "exec", NODE, *cmd], check=True).stdout.strip()
+def node(*cmd: str, check: bool = True) -> str:
+    return sh(["docker", "exec", NODE, *cmd], check=check).stdout.strip()
 
 
 def main() -> int:
@@ -44,8 +44,10 @@ def main() -> int:
     playbook("playbooks/staging-up.yml")
 
     first, out = playbook("deploy.yml", "-l", "gpu-nodes")
+    print(f"  first deploy: {first:.1f} s")
     gate = [float(s) for s in re.findall(r"first completion ([\d.]+)s after the \(re\)start", out)]
     second, out2 = playbook("deploy.yml", "-l", "gpu-nodes")
+    print(f"  second run: {second:.1f} s")
     changed = sum(int(n) for n in re.findall(r"changed=(\d+)", out2))
 
     # The same engine by hand: stop the unit, run its ExecStart as the vllm user with the unit's environment.
@@ -74,7 +76,8 @@ def main() -> int:
         bare = float(node("python3", "-c", probe, key))
     finally:
         server.terminate()
-        node("sh", "-c", "pkill -f vllm.entrypoints.openai.api_server || true")
+        # [v]: the pattern must not match this pkill's own command line.
+        node("pkill", "-f", "[v]llm.entrypoints.openai.api_server", check=False)
         time.sleep(3)
         node("systemctl", "start", unit)
 
