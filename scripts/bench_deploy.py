@@ -1,9 +1,11 @@
 """make bench-deploy: what orchestration costs, measured on fresh staging nodes in one run.
 
-Prints: first-deploy wall time; unit start → first completion (per node, from the deploy's own gate);
-the same engine started by hand on one node (`python -m vllm.entrypoints.openai.api_server`, same flags
-and environment) → first completion, and the ratio (goal <= 1.3x); the second (idempotent) run's wall
-time and its ratio to the first (goal <= 0.25x). A benchmark, not a test: it prints figures.
+Prints: first-deploy wall time and each node's first start → first completion (from the deploy's gate);
+then, on one node with the same warm compile cache and back to back, the engine started by hand
+(`python -m vllm.entrypoints.openai.api_server`, the unit's flags, environment and user) → first
+completion vs the systemd unit restarted and gated → first completion, and their ratio (goal <= 1.3x);
+the second (idempotent) run's wall time and its ratio to the first (goal <= 0.25x).
+A benchmark, not a test: it prints figures.
 """
 
 from __future__ import annotations
@@ -79,19 +81,27 @@ def main() -> int:
         # [v]: the pattern must not match this pkill's own command line.
         node("pkill", "-f", "[v]llm.entrypoints.openai.api_server", check=False)
         time.sleep(3)
-        node("systemctl", "start", unit)
+    # Like for like: the same node and the same warm compile cache, the unit restarted by systemd and
+    # gated by the deploy's own gate (health, /v1/models, one-token completion).
+    node("systemctl", "restart", unit)
+    gate_out = node("/usr/local/libexec/vllm-deploy/vllm-gate", "--unit", unit, "--url", "http://127.0.0.1:8000",
+                    "--model", "tiny-llama", "--timeout", "900", "--env-file", f"/etc/vllm/{unit.removeprefix('vllm-')}.env")
+    unit_warm = json.loads(gate_out)["seconds"]
 
     gate_mean = sum(gate) / len(gate) if gate else float("nan")
-    print(json.dumps({"first_deploy_s": round(first, 1), "unit_start_to_first_completion_s": gate,
-                      "bare_start_to_first_completion_s": round(bare, 1), "second_run_s": round(second, 1),
-                      "second_run_changed": changed}, indent=2))
+    print(json.dumps({"first_deploy_s": round(first, 1), "first_start_to_first_completion_s": gate,
+                      "bare_start_to_first_completion_s": round(bare, 1), "unit_restart_to_first_completion_s": unit_warm,
+                      "second_run_s": round(second, 1), "second_run_changed": changed}, indent=2))
     print(f"""
-first deploy (2 nodes, bare containers -> serving)   {first:7.1f} s
-unit start -> first completion (deploy gate, mean)    {gate_mean:7.1f} s
-bare api_server start -> first completion (by hand)   {bare:7.1f} s
-  orchestration overhead ratio                        {gate_mean / bare:7.2f} x   (goal <= 1.3)
-second run (idempotent, changed={changed})                 {second:7.1f} s
-  second / first                                      {second / first:7.2f} x   (goal <= 0.25)
+first deploy (2 nodes, bare containers -> serving)        {first:7.1f} s
+  first start -> first completion (both nodes at once,
+  cold compile cache; deploy gate, mean)                  {gate_mean:7.1f} s
+one node, warm cache, back to back:
+  bare api_server by hand -> first completion             {bare:7.1f} s
+  systemd unit restart -> first completion (deploy gate)  {unit_warm:7.1f} s
+  orchestration overhead ratio                            {unit_warm / bare:7.2f} x   (goal <= 1.3)
+second run (idempotent, changed={changed})                     {second:7.1f} s
+  second / first                                          {second / first:7.2f} x   (goal <= 0.25)
 """)
     return 0
 

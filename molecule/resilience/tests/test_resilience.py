@@ -105,7 +105,7 @@ def test_the_degrade_ladder_brings_up_a_context_that_does_not_fit(host):
     assert report["first_failure"]["figures"]["estimated_max_model_len"] <= 65408
     assert report["steps"][0]["step"] == "max_model_len" and report["steps"][0]["ok"] is True
     assert report["final_flags"]["max_model_len"] <= 65408
-    assert "max_model_len did it" in out
+    assert "max_model_len did it" in " ".join(out.split())  # Ansible's YAML output wraps long lines
     assert f"--max-model-len {report['final_flags']['max_model_len']}" in exec_start(host, "vllm-long")
     assert complete(host, 8001)["usage"]["completion_tokens"] == 3
     assert complete(host, 8000)["usage"]["completion_tokens"] == 3   # the other instance never stopped serving
