@@ -4,6 +4,7 @@ Runs inside the node through testinfra; the node drives the host's Docker engine
 """
 
 import json
+import re
 import os
 import subprocess
 from pathlib import Path
@@ -168,7 +169,11 @@ def test_unchanged_inputs_do_not_rebuild_and_a_version_change_does(host):
     assert run.returncode == 0, run.stdout[-3000:]
     assert "Build vllm-deploy/img-compose" in run.stdout and "changed=0" in run.stdout, run.stdout[-3000:]
     assert host.check_output(f"docker image inspect -f '{{{{.Id}}}}' {before}") == image_id
-    # A different pin gives a different tag (check mode: nothing is built).
+    # A different input gives a different tag (check mode: nothing is built).
+    run = _role_run("--tags", "image", "--check", "-e", '{"vllm_image_extra_packages": ["curl"]}')
+    assert run.returncode == 0, run.stdout[-3000:]
+    tags = set(re.findall(r"vllm-deploy/img-compose:[\w.+-]+", run.stdout))
+    assert any(t != before and t.startswith("vllm-deploy/img-compose:0.32.0-cpu-") for t in tags), run.stdout[-3000:]
+    # A vLLM version without its torch pair is refused by the compatibility gate before anything is built.
     run = _role_run("--tags", "image", "--check", "-e", '{"vllm_versions_override": {"vllm": {"cpu": {"version": "0.32.1"}}}}')
-    tags = [line for line in run.stdout.splitlines() if "vllm-deploy/img-compose:" in line]
-    assert any("0.32.1-cpu-" in line for line in tags), run.stdout[-3000:]
+    assert run.returncode != 0 and "vllm_torch_pair" in run.stdout + run.stderr, run.stdout[-3000:]
