@@ -3,6 +3,11 @@
 
     make bench-image            # CPU build of vLLM (wheelhouse, local base), tiny generated model
     GPU=1 make bench-image      # also the CUDA build (wheels from PyPI; sizes only: no GPU to start it)
+    ENGINES=gpu make bench-image   # only the CUDA build
+
+Each engine gets three images: slim (the role's default), slim text-only (vllm_image_text_only: the
+pin's multimodal_only packages removed; its builder reuses the slim build's cached install layer) and
+naive.
 
 Both images install the same pinned versions (vllm_deploy/data/versions.yaml) on the same local
 base. The slim one is built by the vllm_image role itself (the real code path); the naive one is
@@ -57,18 +62,20 @@ def gb(n: float) -> str:
     return f"{n / 1e9:.2f} GB"
 
 
-def build_slim(engine: str) -> tuple[str, float]:
+def build_slim(engine: str, text_only: bool = False) -> tuple[str, float]:
     """Build with the vllm_image role on this machine's engine; returns (image ref, seconds)."""
-    playbook = WORK / "slim.yml"
+    variant = f"{engine}-text" if text_only else engine
+    playbook = WORK / f"slim-{variant}.yml"
     playbook.write_text(yaml.safe_dump([{
         "name": "Build the slim image", "hosts": "localhost", "connection": "local", "gather_facts": False,
         "roles": [{"role": "vllm_image"}],
         "post_tasks": [{"name": "Save the ref", "ansible.builtin.copy": {
-            "content": "{{ vllm_image_ref }}", "dest": str(WORK / f"slim-{engine}.ref"), "mode": "0644"}}],
+            "content": "{{ vllm_image_ref }}", "dest": str(WORK / f"slim-{variant}.ref"), "mode": "0644"}}],
     }]))
     extra = {
         "vllm_image_engine": engine, "vllm_image_base": BASE, "vllm_image_repository": PREFIX,
-        "vllm_image_build_dir": str(WORK / f"ctx-{engine}"), "ansible_python_interpreter": sys.executable,
+        "vllm_image_build_dir": str(WORK / f"ctx-{variant}"), "ansible_python_interpreter": sys.executable,
+        "vllm_image_text_only": text_only,
     }
     if engine == "cpu":
         extra["vllm_image_wheelhouse"] = str(WHEELHOUSE)
@@ -78,7 +85,7 @@ def build_slim(engine: str) -> tuple[str, float]:
     t0 = time.monotonic()
     sh("ansible-playbook", "-i", "localhost,", str(playbook), "-e", json.dumps(extra), cwd=REPO, env=env,
        stdout=subprocess.DEVNULL)
-    return (WORK / f"slim-{engine}.ref").read_text().strip(), time.monotonic() - t0
+    return (WORK / f"slim-{variant}.ref").read_text().strip(), time.monotonic() - t0
 
 
 def build_naive(engine: str) -> tuple[str, float]:
@@ -107,6 +114,13 @@ def size(ref: str) -> int:
 
 def venv_size(ref: str) -> int:
     return int(out("docker", "run", "--rm", "--entrypoint", "du", ref, "-sb", "/opt/vllm/venv").split()[0])
+
+
+def largest_packages(ref: str, n: int = 12) -> list[tuple[int, str]]:
+    """The biggest entries of the venv's site-packages, in MB (what the venv floor is made of)."""
+    listing = out("docker", "run", "--rm", "--entrypoint", "sh", ref, "-c",
+                  "du -sm /opt/vllm/venv/lib/python3*/site-packages/* | sort -rn | head -%d" % n)
+    return [(int(mb), path.rsplit("/", 1)[-1]) for mb, path in (line.split(None, 1) for line in listing.splitlines())]
 
 
 def make_model(ref: str) -> Path:
@@ -153,25 +167,33 @@ def cold_start(ref: str, model: Path, port: int, timeout: float = 600) -> float:
 
 def main() -> int:
     WORK.mkdir(parents=True, exist_ok=True)
-    engines = ["cpu"] + (["gpu"] if os.environ.get("GPU") == "1" else [])
+    engines = os.environ.get("ENGINES", "cpu gpu" if os.environ.get("GPU") == "1" else "cpu").split()
     built: list[str] = []
     try:
         for engine in engines:
             slim, slim_s = build_slim(engine)
             built.append(slim)
+            text, text_s = build_slim(engine, text_only=True)
+            built.append(text)
             naive, naive_s = build_naive(engine)
             built.append(naive)
             s_size, n_size, v_size = size(slim), size(naive), venv_size(slim)
+            t_size, tv_size = size(text), venv_size(text)
             print(f"\n== {engine.upper()} build of vLLM (base {BASE}) ==")
             print(f"slim  {slim}: {gb(s_size)}  (built in {slim_s:.0f}s)")
+            print(f"text-only {text}: {gb(t_size)}  (built in {text_s:.0f}s; saves {gb(s_size - t_size)},"
+                  f" {100 * (s_size - t_size) / s_size:.1f}% of slim; its venv {gb(tv_size)})")
             print(f"naive {naive}: {gb(n_size)}  (built in {naive_s:.0f}s)")
             print(f"venv inside the slim image: {gb(v_size)}; slim overhead over it: {gb(s_size - v_size)}"
-                  f" ({100 * (s_size - v_size) / s_size:.0f}% of the image); naive is {gb(n_size - s_size)} larger")
+                  f" ({100 * (s_size - v_size) / s_size:.0f}% of the image); naive is {gb(n_size - s_size)} larger;"
+                  f" slim/naive = {s_size / n_size:.2f}")
+            print("largest packages in the slim venv (MB): " + ", ".join(
+                f"{name} {mb}" for mb, name in largest_packages(slim)))
             if engine == "cpu":
                 model = make_model(slim)
                 # Alternate the two images (page cache, other load on the machine): RUNS samples each.
-                samples: dict[str, list[float]] = {"slim": [], "naive": []}
-                order = [("slim", slim, 18531), ("naive", naive, 18532)]
+                samples: dict[str, list[float]] = {"slim": [], "text-only": [], "naive": []}
+                order = [("slim", slim, 18531), ("text-only", text, 18533), ("naive", naive, 18532)]
                 for i in range(RUNS):
                     for label, ref, port in (order if i % 2 == 0 else order[::-1]):
                         samples[label].append(cold_start(ref, model, port))
