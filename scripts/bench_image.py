@@ -83,8 +83,10 @@ def build_slim(engine: str, text_only: bool = False) -> tuple[str, float]:
         extra["vllm_image_ca_bundle"] = CA_BUNDLE
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
     t0 = time.monotonic()
-    sh("ansible-playbook", "-i", "localhost,", str(playbook), "-e", json.dumps(extra), cwd=REPO, env=env,
-       stdout=subprocess.DEVNULL)
+    run = subprocess.run(["ansible-playbook", "-i", "localhost,", str(playbook), "-e", json.dumps(extra)], cwd=REPO,
+                         env=env, capture_output=True, text=True, check=False)
+    if run.returncode:
+        raise RuntimeError(f"the vllm_image role failed ({variant}):\n{run.stdout[-4000:]}{run.stderr[-2000:]}")
     return (WORK / f"slim-{variant}.ref").read_text().strip(), time.monotonic() - t0
 
 
