@@ -158,7 +158,7 @@ def _role_run(*extra):
                ANSIBLE_LOG_PATH="/dev/null")
     return subprocess.run(
         ["ansible-playbook", "-i", str(inventory), str(PROJECT / "deploy.yml"), *extra],
-        capture_output=True, text=True, env=env, timeout=600, cwd=PROJECT,
+        capture_output=True, text=True, env=env, timeout=1200, cwd=PROJECT,
     )
 
 
@@ -177,3 +177,32 @@ def test_unchanged_inputs_do_not_rebuild_and_a_version_change_does(host):
     # A vLLM version without its torch pair is refused by the compatibility gate before anything is built.
     run = _role_run("--tags", "image", "--check", "-e", '{"vllm_versions_override": {"vllm": {"cpu": {"version": "0.32.1"}}}}')
     assert run.returncode != 0 and "vllm_torch_pair" in run.stdout + run.stderr, run.stdout[-3000:]
+
+
+def test_a_version_that_cannot_start_is_rolled_back_and_the_previous_serves(host):
+    """Same gate and rollout as systemd mode: img-a's new version exits at start (max-model-len over the
+    model's 2048 positions; the planner's refusal is switched off to let vLLM itself fail), Docker's
+    restart policy turns that into a crash loop, the gate catches it, the container log is diagnosed,
+    and the previous Compose file is restored and recreated: img-a serves as before, img-b untouched."""
+    compose_file = "/etc/vllm/compose/img-a/compose.yml"
+    before = host.file(compose_file).sha256sum
+    other = container(host, "img-b")["Id"]
+    instances = [
+        {"name": name, "model": "tiny-llama", "gpus": [int(g) for g in spec["gpus"]], "port": spec["port"],
+         "bind": "127.0.0.1", "flags": {"max_model_len": 4096 if name == "img-a" else 256, "dtype": "bfloat16"}}
+        for name, spec in INSTANCES.items()
+    ]
+    run = _role_run("-e", json.dumps({"vllm_plan_enforce": False, "vllm_instances": instances}))
+    out = " ".join((run.stdout + run.stderr).split())  # Ansible's output wraps long lines
+    assert run.returncode != 0, out[-3000:]
+    assert "img-a failed its gate at health" in out, out[-3000:]
+    assert "max_len_over_model_limit" in out                       # diagnosed from the container's log
+    assert "Rolled back: vllm-img-a serves the previous version again (gate passed)." in out, out[-3000:]
+    assert API_KEY not in out and HF_TOKEN not in out
+    assert host.file(compose_file).sha256sum == before
+    command = container(host, "img-a")["Config"]["Cmd"]
+    assert command[command.index("--max-model-len") + 1] == "256"
+    status, payload = http(host, "/v1/completions", INSTANCES["img-a"]["port"],
+                           {"model": "tiny-llama", "prompt": "Hello", "max_tokens": 2})
+    assert status == 200 and json.loads(payload)["usage"]["completion_tokens"] == 2
+    assert container(host, "img-b")["Id"] == other
