@@ -146,6 +146,12 @@ def test_image_is_multi_stage_slim(host):
     labels = json.loads(host.check_output(f"docker image inspect -f '{{{{json .Config.Labels}}}}' {image}"))
     assert labels["io.vllm-deploy.vllm.version"] == "0.32.0"
     assert labels["io.vllm-deploy.torch.version"] == "2.13.0+cpu"
+    # Text-only (the scenario asks for it): opencv is gone, Pillow stays, and both instances serve
+    # completions from this image (test_both_instances_answer_a_real_completion).
+    assert labels["io.vllm-deploy.text-only"] == "true"
+    probe = host.run(f"docker run --rm --entrypoint python {image} -c 'import PIL, importlib.util as u; "
+                     "print(u.find_spec(\"cv2\") is None)'")
+    assert probe.rc == 0 and probe.stdout.strip() == "True", probe.stdout + probe.stderr
     # No pip cache and no wheelhouse made it into the runtime image.
     cmd = host.run(f"docker run --rm --entrypoint sh {image} -c "
                    "'test ! -e /tmp/wheelhouse && test ! -e /root/.cache/pip && test ! -e /home/vllm/.cache/pip'")
