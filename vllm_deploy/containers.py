@@ -44,9 +44,14 @@ def container_args(record: dict[str, Any]) -> list[str]:
 
 
 def container_env(record: dict[str, Any]) -> dict[str, str]:
-    """The record's environment for the container (no host GPU indexes; the health port added)."""
+    """The record's environment for the container (no host GPU indexes; the health port and a persistent
+    Triton cache added)."""
     env = {k: str(v) for k, v in record["env"].items() if k != "CUDA_VISIBLE_DEVICES"}
     env[HEALTH_PORT_VAR] = str(record["port"])
+    # Triton caches compiled kernels under $HOME, which is the container's own and gone at every
+    # recreate: keep them in the mounted VLLM_CACHE_ROOT (a systemd unit's HOME persists already).
+    if "VLLM_CACHE_ROOT" in env:
+        env.setdefault("TRITON_CACHE_DIR", env["VLLM_CACHE_ROOT"].rstrip("/") + "/triton")
     return dict(sorted(env.items()))
 
 

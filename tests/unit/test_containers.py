@@ -61,6 +61,8 @@ def test_container_env_drops_host_gpu_indexes_and_adds_the_health_port():
     assert "CUDA_VISIBLE_DEVICES" not in env  # inside the container the requested GPUs are 0..n-1
     assert env[containers.HEALTH_PORT_VAR] == "8000"
     assert env["HF_HOME"] == "/var/lib/vllm/hf"
+    # Triton's kernel cache survives a recreate: it lives in the mounted VLLM_CACHE_ROOT, not $HOME.
+    assert env["TRITON_CACHE_DIR"] == rec["env"]["VLLM_CACHE_ROOT"].rstrip("/") + "/triton"
 
 
 @pytest.mark.parametrize("gpus, ids", [([1, 3], ["1", "3"]), (["GPU-8f1e"], ["GPU-8f1e"]), ([], [])])
