@@ -4,6 +4,7 @@
     make bench-image            # CPU build of vLLM (wheelhouse, local base), tiny generated model
     GPU=1 make bench-image      # also the CUDA build (wheels from PyPI; sizes only: no GPU to start it)
     ENGINES=gpu make bench-image   # only the CUDA build
+    COMPRESSED=1 ...               # also the gzip-compressed sizes (what a registry transfers; slow)
 
 Each engine gets three images: slim (the role's default), slim text-only (vllm_image_text_only: the
 pin's multimodal_only packages removed; its builder reuses the slim build's cached install layer) and
@@ -31,7 +32,10 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-BASE = os.environ.get("NODE_IMAGE", "vllm-deploy/node:bookworm")
+BASE = os.environ.get("BASE", os.environ.get("NODE_IMAGE", "vllm-deploy/node:bookworm"))
+# The builder stage only needs the same Python at the same path (BASE=vllm-deploy/python-base:bookworm,
+# scripts/python-base.sh, with this builder reuses the cached builder layers).
+BUILDER_BASE = os.environ.get("BUILDER_BASE", BASE)
 WHEELHOUSE = Path(os.environ.get("WHEELHOUSE", REPO / ".cache" / "wheelhouse")).resolve()
 CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 PREFIX = "vllm-deploy/img-bench"
@@ -73,7 +77,8 @@ def build_slim(engine: str, text_only: bool = False) -> tuple[str, float]:
             "content": "{{ vllm_image_ref }}", "dest": str(WORK / f"slim-{variant}.ref"), "mode": "0644"}}],
     }]))
     extra = {
-        "vllm_image_engine": engine, "vllm_image_base": BASE, "vllm_image_repository": PREFIX,
+        "vllm_image_engine": engine, "vllm_image_base": BASE, "vllm_image_builder_base": BUILDER_BASE,
+        "vllm_image_repository": PREFIX,
         "vllm_image_build_dir": str(WORK / f"ctx-{variant}"), "ansible_python_interpreter": sys.executable,
         "vllm_image_text_only": text_only,
     }
@@ -115,7 +120,35 @@ def size(ref: str) -> int:
 
 
 def venv_size(ref: str) -> int:
-    return int(out("docker", "run", "--rm", "--entrypoint", "du", ref, "-sb", "/opt/vllm/venv").split()[0])
+    """Bytes of the venv's files, counted as the image's layers count them (du -sb adds ~4 KB per directory)."""
+    sizes = out("docker", "run", "--rm", "--entrypoint", "find", ref, "/opt/vllm/venv", "(", "-type", "f", "-o",
+                "-type", "l", ")", "-printf", "%s\\n")
+    return sum(int(n) for n in sizes.split())
+
+
+def layers(ref: str) -> list[tuple[int, str]]:
+    """(bytes, instruction) of the image's non-empty layers, oldest first."""
+    rows = out("docker", "history", "--no-trunc", "--human=false", "--format", "{{.Size}}\t{{.CreatedBy}}", ref)
+    result = []
+    for row in reversed(rows.splitlines()):
+        size, _, created = row.partition("\t")
+        if int(size) > 0:
+            what = created.replace("/bin/sh -c ", "").replace("#(nop) ", "").strip()[:60]
+            result.append((int(size), what or f"base image ({BASE})"))
+    return result
+
+
+def compressed_size(ref: str) -> int:
+    """Bytes of `docker save | gzip -6`: about what a registry would transfer (COMPRESSED=1; minutes)."""
+    save = subprocess.Popen(["docker", "save", ref], stdout=subprocess.PIPE)
+    gz = subprocess.Popen(["gzip", "-6"], stdin=save.stdout, stdout=subprocess.PIPE)
+    save.stdout.close()
+    total = 0
+    while chunk := gz.stdout.read(1 << 20):
+        total += len(chunk)
+    gz.wait()
+    save.wait()
+    return total
 
 
 def largest_packages(ref: str, n: int = 12) -> list[tuple[int, str]]:
@@ -189,6 +222,10 @@ def main() -> int:
             print(f"venv inside the slim image: {gb(v_size)}; slim overhead over it: {gb(s_size - v_size)}"
                   f" ({100 * (s_size - v_size) / s_size:.0f}% of the image); naive is {gb(n_size - s_size)} larger;"
                   f" slim/naive = {s_size / n_size:.2f}")
+            print("slim image layers: " + "; ".join(f"{gb(n)} {what}" for n, what in layers(slim)))
+            if os.environ.get("COMPRESSED") == "1":
+                print(f"compressed (docker save | gzip -6): slim {gb(compressed_size(slim))},"
+                      f" text-only {gb(compressed_size(text))}")
             print("largest packages in the slim venv (MB): " + ", ".join(
                 f"{name} {mb}" for mb, name in largest_packages(slim)))
             if engine == "cpu":
