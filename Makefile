@@ -14,7 +14,7 @@ SCENARIOS ?= default resilience driver-upgrade compose
 STAGING   := -i inventory/staging/hosts.yml
 
 .PHONY: help setup prereqs node-image wheelhouse staging staging-down test test-unit lint syntax molecule \
-        bench-deploy bench-planner bench-image
+        bench-deploy bench-planner bench-image python-base
 
 help:  ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -33,6 +33,9 @@ setup: prereqs $(VENV)/.installed  ## Prerequisites + .venv with pinned ansible,
 
 node-image: setup  ## Build the local Debian 12 systemd node image (debootstrap; cached)
 	@bash scripts/node-image.sh
+
+python-base: setup  ## Build a local stand-in for python:3.11-slim-bookworm (bench-image BASE=...; cached)
+	@bash scripts/python-base.sh
 
 wheelhouse: setup  ## Fill .cache/wheelhouse with the pinned CPU vLLM stack (offline node installs)
 	@bash scripts/wheelhouse.sh "$(WHEELHOUSE)"
@@ -64,7 +67,7 @@ molecule: node-image wheelhouse  ## Molecule scenarios on local Docker (SCENARIO
 bench-deploy: node-image wheelhouse  ## Deploy timings on fresh staging nodes (prints figures)
 	$(PY) scripts/bench_deploy.py
 
-bench-image: node-image wheelhouse  ## Slim vs naive vLLM image: sizes, overhead over the venv, cold start (GPU=1: CUDA build too)
+bench-image: node-image wheelhouse  ## Slim, text-only and naive vLLM images: sizes, layers, cold start (GPU=1: CUDA build too)
 	$(PY) scripts/bench_image.py
 
 bench-planner: setup  ## Planner vs real vLLM startup logs (../shared/calibration)

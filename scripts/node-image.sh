@@ -2,6 +2,8 @@
 # Build the local base image every staging and test node boots from: a minimal Debian 12 with systemd
 # as PID 1, made with debootstrap (no registry is needed or reachable). Cached by tag; FORCE=1 rebuilds.
 set -euo pipefail
+# shellcheck source=scripts/debian-sources.sh
+source "$(dirname "$0")/debian-sources.sh"
 
 IMAGE="${NODE_IMAGE:-vllm-deploy/node:bookworm}"
 MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
@@ -20,20 +22,7 @@ debootstrap --variant=minbase \
 rm -f "$root.log"
 
 # Same package sources as a real Debian 12 node (main + updates + security).
-cat >"$root/etc/apt/sources.list.d/debian.sources" <<SOURCES
-Types: deb
-URIs: $MIRROR
-Suites: bookworm bookworm-updates
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-
-Types: deb
-URIs: ${MIRROR%/debian}/debian-security
-Suites: bookworm-security
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SOURCES
-rm -f "$root/etc/apt/sources.list"
+debian_sources "$root" "$MIRROR"
 # A container has no console or udev to wait for; keep boot quiet and fast.
 for unit in getty@tty1.service systemd-udevd.service systemd-udev-trigger.service \
             systemd-resolved.service systemd-timesyncd.service apt-daily.timer apt-daily-upgrade.timer; do

@@ -4,6 +4,8 @@
 # Python.h too), brought up to date from bookworm-updates/-security, no systemd. `make bench-image`
 # measures the slim image on it. Cached by tag; FORCE=1 rebuilds.
 set -euo pipefail
+# shellcheck source=scripts/debian-sources.sh
+source "$(dirname "$0")/debian-sources.sh"
 
 IMAGE="${PYTHON_BASE_IMAGE:-vllm-deploy/python-base:bookworm}"
 MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
@@ -19,20 +21,7 @@ echo "python base: debootstrap bookworm into $root (about a minute)"
 debootstrap --variant=minbase --include=python3,python3-venv,libpython3-dev,ca-certificates \
   bookworm "$root" "$MIRROR" >"$root.log" 2>&1 || { tail -20 "$root.log"; exit 1; }
 rm -f "$root.log"
-cat >"$root/etc/apt/sources.list.d/debian.sources" <<SOURCES
-Types: deb
-URIs: $MIRROR
-Suites: bookworm bookworm-updates
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-
-Types: deb
-URIs: ${MIRROR%/debian}/debian-security
-Suites: bookworm-security
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SOURCES
-rm -f "$root/etc/apt/sources.list"
+debian_sources "$root" "$MIRROR"
 # Up to date, as a published base is: later apt installs then add packages, not upgrades.
 chroot "$root" sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get -y -qq upgrade' >/dev/null
 chroot "$root" apt-get clean
