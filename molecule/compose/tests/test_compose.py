@@ -185,6 +185,29 @@ def test_unchanged_inputs_do_not_rebuild_and_a_version_change_does(host):
     assert run.returncode != 0 and "vllm_torch_pair" in run.stdout + run.stderr, run.stdout[-3000:]
 
 
+def _instances(**img_a_flags):
+    """The scenario's instances, with img-a's flags changed."""
+    return [
+        {"name": name, "model": "tiny-llama", "gpus": [int(g) for g in spec["gpus"]], "port": spec["port"],
+         "bind": "127.0.0.1", "flags": {"max_model_len": 256, "dtype": "bfloat16", **(img_a_flags if name == "img-a" else {})}}
+        for name, spec in INSTANCES.items()
+    ]
+
+
+def test_check_mode_names_the_restart_and_changes_nothing(host):
+    compose_file = "/etc/vllm/compose/img-a/compose.yml"
+    before, running = host.file(compose_file).sha256sum, container(host, "img-a")["Id"]
+    run = _role_run("--check", "--diff", "-e", json.dumps({"vllm_instances": _instances(max_model_len=128)}))
+    out = " ".join(run.stdout.split())
+    assert run.returncode == 0, out[-3000:]
+    assert "vllm-img-a would be restarted with the new version and gated" in out, out[-3000:]
+    assert "vllm-img-b would be restarted" not in out
+    # --diff shows the Compose file's new command line
+    assert any(line.lstrip().startswith("+") and '"--max-model-len", "128"' in line for line in run.stdout.splitlines()), out[-3000:]
+    assert host.file(compose_file).sha256sum == before
+    assert container(host, "img-a")["Id"] == running
+
+
 def test_a_version_that_cannot_start_is_rolled_back_and_the_previous_serves(host):
     """Same gate and rollout as systemd mode: img-a's new version exits at start (max-model-len over the
     model's 2048 positions; the planner's refusal is switched off to let vLLM itself fail), Docker's
@@ -193,12 +216,7 @@ def test_a_version_that_cannot_start_is_rolled_back_and_the_previous_serves(host
     compose_file = "/etc/vllm/compose/img-a/compose.yml"
     before = host.file(compose_file).sha256sum
     other = container(host, "img-b")["Id"]
-    instances = [
-        {"name": name, "model": "tiny-llama", "gpus": [int(g) for g in spec["gpus"]], "port": spec["port"],
-         "bind": "127.0.0.1", "flags": {"max_model_len": 4096 if name == "img-a" else 256, "dtype": "bfloat16"}}
-        for name, spec in INSTANCES.items()
-    ]
-    run = _role_run("-e", json.dumps({"vllm_plan_enforce": False, "vllm_instances": instances}))
+    run = _role_run("-e", json.dumps({"vllm_plan_enforce": False, "vllm_instances": _instances(max_model_len=4096)}))
     out = " ".join((run.stdout + run.stderr).split())  # Ansible's output wraps long lines
     assert run.returncode != 0, out[-3000:]
     assert "img-a failed its gate at health" in out, out[-3000:]
