@@ -34,6 +34,21 @@ def load_versions() -> dict:
     return yaml.safe_load((DATA / "versions.yaml").read_text())
 
 
+def _merge(base: dict, override: dict) -> dict:
+    out = dict(base)
+    for key, value in override.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def pinned_versions(override: dict | None = None) -> dict:
+    """versions.yaml with an inventory's vllm_versions_override merged in key by key (as Ansible's
+    combine(recursive=true) did): `{nvidia_driver: {debian_version: X}}` changes that one pin."""
+    if override is not None and not isinstance(override, dict):
+        raise TypeError(f"the override must be a mapping, got {type(override).__name__}")
+    return _merge(load_versions(), override or {})
+
+
 def _v(version) -> tuple[int, ...]:
     """'535.261.03-1' -> (535, 261, 3); '12.8' -> (12, 8). Debian revisions and suffixes dropped."""
     version = str(version).split("-")[0].split("+")[0]

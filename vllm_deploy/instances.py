@@ -3,7 +3,7 @@
 The inventory describes models and instances; this module checks them (before any host is touched)
 and turns them, together with a node's GPU facts and each model's config.json, into records:
 
-    {name, unit, model: {path, served_name}, devices, port, bind, flags, env, argv, plan}
+    {name, unit, supervisor, gate_target, model: {path, served_name}, devices, port, bind, flags, env, argv, plan}
 
 Everything downstream (unit template, Compose template, verify role) reads only these records.
 """
@@ -243,9 +243,15 @@ def build_instance(
         "--host", bind,
         "--port", str(inst["port"]),
     ] + flags_to_argv(flags)
+    unit = f"vllm-{inst['name']}"
+    compose = defaults.get("mode") == "compose"
     return {
         "name": inst["name"],
-        "unit": f"vllm-{inst['name']}",
+        "unit": unit,
+        # Who keeps the engine running, and what the gate watches for a crash loop: the unit itself,
+        # or (Compose mode) the container of the Compose service the unit owns.
+        "supervisor": "compose" if compose else "systemd",
+        "gate_target": f"compose:{unit}/{unit}" if compose else unit,
         "model": {"name": model_name, "path": model["path"], "served_name": served},
         "devices": devices,
         "port": inst["port"],
@@ -256,6 +262,41 @@ def build_instance(
         "plan": (plan or {}).get("plan", {}),
         "verdict": (plan or {}).get("verdict", "pinned"),
     }
+
+
+def gate_url(record: dict[str, Any]) -> str:
+    """Where the node itself reaches the instance (a wildcard bind is reached on loopback)."""
+    host = record["bind"]
+    if host in ("0.0.0.0", "::"):
+        host = "127.0.0.1"
+    elif ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{record['port']}"
+
+
+def gate_argv(record: dict[str, Any], helper_dir: str, config_dir: str, timeout: Any, prompt: str | None = None) -> list[str]:
+    """The deploy gate's command line for an instance (vllm-gate reads the API key from the 0600 env file)."""
+    argv = [
+        f"{helper_dir}/vllm-gate",
+        "--unit", record["gate_target"],
+        "--url", gate_url(record),
+        "--model", record["model"]["served_name"],
+        "--timeout", str(int(float(timeout))),
+        "--env-file", f"{config_dir}/{record['name']}.env",
+    ]
+    if prompt is not None:
+        argv += ["--prompt", str(prompt)]
+    return argv
+
+
+def gate_logs_argv(record: dict[str, Any], helper_dir: str, since: Any = None, lines: Any = None) -> list[str]:
+    """The command line that prints the engine's own log (journal or container log), for the diagnosis."""
+    argv = [f"{helper_dir}/vllm-gate", "--unit", record["gate_target"], "--logs"]
+    if since not in (None, ""):
+        argv += ["--since", str(since).strip()]
+    if lines not in (None, ""):
+        argv += ["--lines", str(int(lines))]
+    return argv
 
 
 def _device_for(inst: dict[str, Any], gpu_facts: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:

@@ -84,3 +84,24 @@ def _apply(step: str, flags: dict[str, Any], figures: dict[str, Any], engine: st
         flags["enforce_eager"] = True
         return flags
     raise ValueError(f"unknown ladder step {step!r}")
+
+
+def is_memory_failure(diagnosis: dict[str, Any] | None) -> bool:
+    """Whether a diagnosis is one the ladder can act on (it lowers memory use; others roll back)."""
+    return (diagnosis or {}).get("category") in MEMORY_CATEGORIES
+
+
+def backups_of(entries: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    """The files this run replaced for instance `name`, from the registered results of the tasks that
+    rendered them with `backup: true`: [{kind, src (Ansible's timestamped backup), dest, mode, name}].
+
+    `entries` are {kind, result (a loop's registered result), dest, mode, name}; files that did not
+    change, or were created new, have no backup and are left out."""
+    out = []
+    for entry in entries:
+        results = (entry.get("result") or {}).get("results") or []
+        mine = next((r for r in results if (r.get("item") or {}).get("name") == name), {})
+        if mine.get("backup_file"):
+            out.append({"kind": entry["kind"], "src": mine["backup_file"], "dest": entry["dest"],
+                        "mode": entry["mode"], "name": entry["name"]})
+    return out

@@ -34,6 +34,60 @@ def vllm_build_instances(vllm_instances, models, gpu_facts, model_facts, default
         raise AnsibleFilterError(f"vllm_build_instances: {exc}") from exc
 
 
+def vllm_gate_argv(record, helper_dir, config_dir, timeout, prompt=None):
+    """The deploy gate's command line for an instance record (one owner: vllm_deploy.instances)."""
+    try:
+        return instances.gate_argv(record, helper_dir, config_dir, timeout, prompt)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise AnsibleFilterError(f"vllm_gate_argv: {exc}") from exc
+
+
+def vllm_gate_logs_argv(record, helper_dir, since=None, lines=None):
+    """The command line that prints an instance's engine log since a moment (or its last lines)."""
+    try:
+        return instances.gate_logs_argv(record, helper_dir, since, lines)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise AnsibleFilterError(f"vllm_gate_logs_argv: {exc}") from exc
+
+
+def vllm_pinned_versions(override=None):
+    """The pins of vllm_deploy/data/versions.yaml with an inventory's overrides merged in (recursively)."""
+    from vllm_deploy import compat
+
+    if override is not None and not isinstance(override, dict):
+        raise AnsibleFilterError(f"vllm_pinned_versions: vllm_versions_override must be a mapping, got {type(override).__name__}")
+    try:
+        return compat.pinned_versions(override or {})
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError(f"vllm_pinned_versions: {exc}") from exc
+
+
+def vllm_bool_switch_names(roles_dir):
+    """Every boolean switch (options declared type bool in the roles' argument_specs)."""
+    from vllm_deploy import switches
+
+    try:
+        return switches.bool_switch_names(roles_dir)
+    except (OSError, TypeError, ValueError, AttributeError) as exc:
+        raise AnsibleFilterError(f"vllm_bool_switch_names: {exc}") from exc
+
+
+def vllm_switch_errors(values, host=""):
+    """One line per boolean switch set to something that is not a boolean."""
+    from vllm_deploy import switches
+
+    if not isinstance(values, dict):
+        raise AnsibleFilterError(f"vllm_switch_errors expects a mapping, got {type(values).__name__}")
+    return switches.switch_errors(values, host)
+
+
+def vllm_renamed_errors(defined, host=""):
+    """One line per variable set under a name vllm-deploy no longer reads (renamed)."""
+    from vllm_deploy import switches
+
+    return switches.renamed_errors(list(defined), host)
+
+
 def vllm_systemd_argv(argv):
     """argv quoted for a systemd ExecStart= line."""
     if not isinstance(argv, list):
@@ -103,6 +157,19 @@ def vllm_diagnose(text):
 def vllm_degrade_step(flags, diagnosis, engine, floors=None, tried=None):
     """The degrade ladder's next rung for a failed start (None when not about memory or exhausted)."""
     return ladder.next_step(flags or {}, diagnosis or {}, engine=engine, floors=floors, tried=tried)
+
+
+def vllm_is_memory_failure(diagnosis):
+    """Whether the degrade ladder can act on a diagnosis (memory categories); others roll back."""
+    return ladder.is_memory_failure(diagnosis)
+
+
+def vllm_backups_of(entries, name):
+    """The files a run replaced for an instance (Ansible's backups), to restore on rollback or keep."""
+    try:
+        return ladder.backups_of(entries, name)
+    except (AttributeError, KeyError, TypeError) as exc:
+        raise AnsibleFilterError(f"vllm_backups_of: {exc}") from exc
 
 
 def vllm_record_degraded(record, flags):
@@ -214,6 +281,12 @@ class FilterModule:
             "vllm_inventory_errors": vllm_inventory_errors,
             "vllm_build_instances": vllm_build_instances,
             "vllm_systemd_argv": vllm_systemd_argv,
+            "vllm_bool_switch_names": vllm_bool_switch_names,
+            "vllm_switch_errors": vllm_switch_errors,
+            "vllm_renamed_errors": vllm_renamed_errors,
+            "vllm_gate_argv": vllm_gate_argv,
+            "vllm_gate_logs_argv": vllm_gate_logs_argv,
+            "vllm_pinned_versions": vllm_pinned_versions,
             "vllm_gpu_facts": vllm_gpu_facts,
             "vllm_diagnose": vllm_diagnose,
             "vllm_models_used": vllm_models_used,
@@ -221,6 +294,8 @@ class FilterModule:
             "vllm_model_facts": vllm_model_facts,
             "vllm_degrade_step": vllm_degrade_step,
             "vllm_record_degraded": vllm_record_degraded,
+            "vllm_is_memory_failure": vllm_is_memory_failure,
+            "vllm_backups_of": vllm_backups_of,
             "vllm_degraded_outcomes": vllm_degraded_outcomes,
             "vllm_preflight_problems": vllm_preflight_problems,
             "vllm_preflight_alloc_argv": vllm_preflight_alloc_argv,
