@@ -130,17 +130,6 @@ def test_compose_validates_exactly_the_pinned_gpus(host, name):
     assert "CUDA_VISIBLE_DEVICES" not in service["environment"]
 
 
-@pytest.mark.parametrize("name", INSTANCES)
-def test_running_container_carries_its_device_request(host, name):
-    info = container(host, name)
-    runtimes = host.check_output("docker info --format '{{json .Runtimes}}'")
-    if "nvidia" not in runtimes:
-        pytest.skip("the engine has no NVIDIA runtime/hook (no GPU here): the scenario runs with "
-                    "vllm_serve_compose_gpu_reservations: false; see test_compose_validates_exactly_the_pinned_gpus")
-    requests = info["HostConfig"]["DeviceRequests"] or []
-    assert [r["DeviceIDs"] for r in requests] == [INSTANCES[name]["gpus"]]
-
-
 def test_image_is_multi_stage_slim(host):
     image = container(host, "img-a")["Config"]["Image"]
     labels = json.loads(host.check_output(f"docker image inspect -f '{{{{json .Config.Labels}}}}' {image}"))
@@ -158,12 +147,12 @@ def test_image_is_multi_stage_slim(host):
     assert cmd.rc == 0, cmd.stderr
 
 
-def _role_run(*extra):
+def _role_run(*extra, playbook="deploy.yml"):
     inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
     env = dict(os.environ, ANSIBLE_CONFIG=str(Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "ansible.cfg"),
                ANSIBLE_LOG_PATH="/dev/null")
     return subprocess.run(
-        ["ansible-playbook", "-i", str(inventory), str(PROJECT / "deploy.yml"), *extra],
+        ["ansible-playbook", "-i", str(inventory), str(PROJECT / playbook), *extra],
         capture_output=True, text=True, env=env, timeout=1200, cwd=PROJECT,
     )
 
@@ -230,3 +219,41 @@ def test_a_version_that_cannot_start_is_rolled_back_and_the_previous_serves(host
                            {"model": "tiny-llama", "prompt": "Hello", "max_tokens": 2})
     assert status == 200 and json.loads(payload)["usage"]["completion_tokens"] == 2
     assert container(host, "img-b")["Id"] == other
+
+
+def test_rebuild_node_stops_a_compose_node_and_serves_it_again_through_the_same_chain(host):
+    """rebuild-node.yml runs the deploy's own serve chain: on a Compose node that is the image (not
+    rebuilt: its inputs did not change), models, plan, serve and the gate, never the venv."""
+    image = container(host, "img-a")["Config"]["Image"]
+    before = {name: container(host, name)["Id"] for name in INSTANCES}
+    run = _role_run(playbook="rebuild-node.yml")
+    out = " ".join((run.stdout + run.stderr).split())
+    assert run.returncode == 0, out[-4000:]
+    assert "before the rebuild: units vllm-img-a.service, vllm-img-b.service" in out, out[-4000:]
+    assert "TASK [python_stack" not in out                       # Compose mode serves from the image
+    assert "TASK [vllm_image : Build " in out and "changed: [mol-compose-node] => (item=" not in out.split("TASK [vllm_image : Build ", 1)[1].split("TASK [", 1)[0]
+    assert out.count("warm-up completion returned") == 2, out[-4000:]
+    assert "vLLM units serving again: vllm-img-a, vllm-img-b" in out
+    for name, spec in INSTANCES.items():
+        after = container(host, name)
+        assert after["Id"] != before[name]                       # it was really stopped and started again
+        assert after["Config"]["Image"] == image
+        status, payload = http(host, "/v1/completions", spec["port"], {"model": "tiny-llama", "prompt": "Hi", "max_tokens": 2})
+        assert status == 200 and json.loads(payload)["usage"]["completion_tokens"] == 2
+
+
+def test_an_instance_that_left_the_inventory_is_taken_down_and_its_files_removed(host):
+    """Same as systemd mode: img-b leaves the inventory; its container, owning unit, Compose project
+    and secrets go, while img-a keeps serving in the same container."""
+    kept = container(host, "img-a")["Id"]
+    only_a = [i for i in _instances() if i["name"] == "img-a"]
+    run = _role_run("-e", json.dumps({"vllm_instances": only_a}))
+    assert run.returncode == 0, run.stdout[-3000:]
+    ids = host.check_output("docker ps -aq --filter label=com.docker.compose.project=vllm-img-b").split()
+    assert ids == []
+    for gone in ("/etc/systemd/system/vllm-img-b.service", "/etc/vllm/compose/img-b", "/etc/vllm/img-b.env"):
+        assert not host.file(gone).exists, gone
+    assert host.run("systemctl is-enabled vllm-img-b.service").rc != 0
+    assert container(host, "img-a")["Id"] == kept
+    status, _ = http(host, "/v1/completions", INSTANCES["img-a"]["port"], {"model": "tiny-llama", "prompt": "Hi", "max_tokens": 1})
+    assert status == 200

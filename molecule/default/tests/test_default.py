@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import testinfra
 
 API_KEY = "molecule-api-key-7d1f0b"
 HF_TOKEN = "hf_moleculeTokenMustNotLeak42"
@@ -166,3 +167,33 @@ def test_bad_input_fails_before_any_change(host, expected, bad_instances, messag
     assert "vllm_instances[" in output  # names the variable to fix
     assert "python_stack" not in output  # stopped before provisioning started
     assert _node_state(host, expected["instance"]) == before
+
+
+STALE_UNIT = """# Instance gone: tiny-llama on 127.0.0.1:8999
+[Unit]
+Description=an instance that has since left the inventory
+
+[Service]
+ExecStart=/bin/sleep infinity
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def test_an_instance_that_left_the_inventory_is_stopped_and_its_files_removed():
+    """A running instance whose record is gone from the inventory: the next deploy stops it and deletes
+    its unit and secrets; the instance the inventory still names keeps its unit, secrets and process."""
+    node = testinfra.get_host("ansible://mol-default-node1", ansible_inventory=os.environ["MOLECULE_INVENTORY_FILE"])
+    write = ("import sys; open('/etc/systemd/system/vllm-gone.service', 'w').write(sys.argv[1]); "
+             "open('/etc/vllm/gone.env', 'w').write('VLLM_API_KEY=x\\n')")
+    node.check_output("python3 -c %s %s", write, STALE_UNIT)
+    node.check_output("systemctl daemon-reload && systemctl enable --now vllm-gone.service")
+    assert node.service("vllm-gone").is_running
+    before = _node_state(node, "tiny")
+    run = _ansible_playbook("-l", "mol-default-node1")
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert not node.service("vllm-gone").is_running
+    assert not node.file("/etc/systemd/system/vllm-gone.service").exists
+    assert not node.file("/etc/vllm/gone.env").exists
+    assert _node_state(node, "tiny") == before
