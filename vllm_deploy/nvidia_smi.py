@@ -2,7 +2,7 @@
 
 Everything here is pure text processing (standard library only), so the same code runs on the
 controller, inside an Ansible module on a target, and in tests against real captured outputs
-(tests/unit/test_nvidia_smi.py, fixtures under shared/calibration/nvidia-smi/).
+(tests/unit/test_nvidia_smi.py, fixtures under tests/fixtures/calibration/nvidia-smi/).
 """
 
 from __future__ import annotations

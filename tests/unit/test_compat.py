@@ -1,5 +1,5 @@
 """The driver/CUDA/torch/vLLM gate, table-driven. Expected driver→CUDA values come from the real
-nvidia-smi captures' own "CUDA Version" header (shared/calibration/nvidia-smi/*.meta.yaml)."""
+nvidia-smi captures' own "CUDA Version" header (tests/fixtures/calibration/nvidia-smi/*.meta.yaml)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""nvidia-smi parsing against real captures (shared/calibration/nvidia-smi, values from the .meta.yaml
+"""nvidia-smi parsing against real captures (tests/fixtures/calibration/nvidia-smi, values from the .meta.yaml
 files, which were written by hand from the captures) and against hand-written variants."""
 
 from __future__ import annotations

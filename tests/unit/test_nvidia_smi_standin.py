@@ -10,12 +10,14 @@ import sys
 import pytest
 import yaml
 
-from conftest import STANDIN_DIR, calibration_dir
+from conftest import REPO, STANDIN_DIR, MissingFixture, calibration_dir
 from vllm_deploy.nvidia_smi import QUERY_GPU_FIELDS, gpu_facts, parse_compute_apps, parse_query_gpu, parse_table
 
 STANDIN = STANDIN_DIR / "nvidia-smi"
 DATA = STANDIN_DIR / "data"
 TABLE_DATASETS = sorted(p.stem for p in DATA.glob("*-table.json"))
+if not TABLE_DATASETS:
+    raise MissingFixture(f"no stand-in dataset matches {DATA}/*-table.json")
 
 
 def run_standin(tmp_path, dataset, *args):
@@ -35,7 +37,7 @@ def test_every_dataset_names_its_source():
     for path in DATA.glob("*.json"):
         record = json.loads(path.read_text())
         assert record["source_url"].startswith("https://")
-        assert record["source_file"].startswith("shared/calibration/nvidia-smi/")
+        assert (REPO / record["source_file"]).is_file(), record["source_file"]
         assert path.stem in sources
 
 
