@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -19,28 +20,58 @@ from vllm_deploy import instances, ladder, models  # noqa: E402
 from vllm_deploy import containers, instances, models  # noqa: E402
 
 
+def _filter(fn):
+    """Any error a filter meets becomes one AnsibleFilterError that names the filter: Ansible would
+    otherwise report a bare TypeError/KeyError from deep in the package, with no hint which filter."""
+    name = fn.__name__
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except AnsibleFilterError as exc:
+            if str(exc).startswith(f"{name}: "):
+                raise
+            raise AnsibleFilterError(f"{name}: {exc}", orig_exc=exc) from exc
+        except Exception as exc:  # noqa: BLE001 - every package error, reported under the filter's name
+            detail = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc) or type(exc).__name__
+            raise AnsibleFilterError(f"{name}: {detail}", orig_exc=exc) from exc
+
+    return wrapper
+
+
+def _expect(value, types, what):
+    """TypeError unless value is one of types (None allowed): for filters whose package function
+    would otherwise accept anything and answer nonsense (str() of a dict, an 'unknown' diagnosis)."""
+    if value is not None and not isinstance(value, types):
+        raise TypeError(f"{what} must be {' or '.join(t.__name__ for t in types)}, got {type(value).__name__}")
+
+
+@_filter
 def vllm_inventory_errors(models, vllm_instances, host="", gpus=None):
     """Every problem with a host's vllm_models / vllm_instances, each naming the variable and the fix."""
+    _expect(host, (str,), "host")
+    _expect(gpus, (list,), "gpus")
     return instances.validate_inventory(models, vllm_instances, host=host, gpus=gpus)
 
 
+@_filter
 def vllm_build_instances(vllm_instances, models, gpu_facts, model_facts, defaults):
     """The instance records (flags planned for the node's GPUs or CPU KV space) that the templates render."""
-    try:
-        return instances.build_instances(
-            vllm_instances, models, gpu_facts=gpu_facts or {}, model_facts=model_facts or {}, defaults=defaults
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise AnsibleFilterError(f"vllm_build_instances: {exc}") from exc
+    return instances.build_instances(
+        vllm_instances, models, gpu_facts=gpu_facts or {}, model_facts=model_facts or {}, defaults=defaults
+    )
 
 
+@_filter
 def vllm_systemd_argv(argv):
     """argv quoted for a systemd ExecStart= line."""
     if not isinstance(argv, list):
-        raise AnsibleFilterError(f"vllm_systemd_argv expects a list, got {type(argv).__name__}")
+        raise AnsibleFilterError(f"vllm_systemd_argv: expects a list, got {type(argv).__name__}")
     return instances.systemd_quote([str(a) for a in argv])
 
 
+@_filter
 def vllm_gpu_facts(stdout, stderr="", rc=0, present=True):
     """nvidia-smi --query-gpu CSV (or its failure) → gpu_count, gpus, driver_version, profile, error."""
     from vllm_deploy import nvidia_smi
@@ -48,6 +79,7 @@ def vllm_gpu_facts(stdout, stderr="", rc=0, present=True):
     return nvidia_smi.gpu_facts(stdout or "", stderr or "", int(rc), bool(present))
 
 
+@_filter
 def vllm_models_used(vllm_instances, vllm_models):
     """The models this host's instances serve, once each, defaults filled in."""
     try:
@@ -56,76 +88,72 @@ def vllm_models_used(vllm_instances, vllm_models):
         raise AnsibleFilterError(f"vllm_models_used: instance references unknown model {exc}") from exc
 
 
+@_filter
 def vllm_tiny_model_argv(model, python, script):
     """argv that generates a `source: generate` model."""
     return models.generate_argv(model, python, script)
 
 
+@_filter
 def vllm_model_facts(slurped, found):
     """{model: {config, weights_bytes}} from the slurp and find loop results."""
-    try:
-        return models.model_facts(slurped, found)
-    except (KeyError, ValueError) as exc:
-        raise AnsibleFilterError(f"vllm_model_facts: {exc}") from exc
+    return models.model_facts(slurped, found)
 
 
+@_filter
 def vllm_container_args(record):
     """The record's argv for the image's ENTRYPOINT (Compose `command:`)."""
-    try:
-        return containers.container_args(record)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise AnsibleFilterError(f"vllm_container_args: {exc}") from exc
+    return containers.container_args(record)
 
 
+@_filter
 def vllm_container_env(record):
     """The record's environment as the container gets it (Compose `environment:`)."""
-    try:
-        return containers.container_env(record)
-    except (KeyError, AttributeError) as exc:
-        raise AnsibleFilterError(f"vllm_container_env: {exc}") from exc
+    return containers.container_env(record)
 
 
+@_filter
 def vllm_device_ids(record):
     """The record's GPUs as Compose `device_ids` strings."""
-    try:
-        return containers.device_ids(record)
-    except (KeyError, TypeError) as exc:
-        raise AnsibleFilterError(f"vllm_device_ids: {exc}") from exc
+    return containers.device_ids(record)
 
 
+@_filter
 def vllm_diagnose(text):
     """A vLLM server log → {category, summary, figures, fix}."""
     from vllm_deploy import diagnose
 
+    _expect(text, (str, bytes), "the log text")
     return diagnose.diagnose(text or "").to_dict()
 
 
+@_filter
 def vllm_degrade_step(flags, diagnosis, engine, floors=None, tried=None):
     """The degrade ladder's next rung for a failed start (None when not about memory or exhausted)."""
     return ladder.next_step(flags or {}, diagnosis or {}, engine=engine, floors=floors, tried=tried)
 
 
+@_filter
 def vllm_record_degraded(record, flags):
     """The instance record a degrade-ladder rung runs: other flags, argv recomputed, marked degraded —
     the same record a later run rebuilds from the ladder's saved outcome, so the unit does not change."""
     return instances.apply_degraded(record, {"requested_flags": record["flags"], "flags": flags})
 
 
+@_filter
 def vllm_preflight_problems(records, gpu_facts, compute_apps, pid_units, vllm_version=None):
     """Foreign processes and short free memory on each instance's pinned GPUs → [problem dicts].
 
     compute_apps / pid_units: the registered results (or stdout) of the role's nvidia-smi and ps runs;
     vllm_version picks vLLM's default gpu_memory_utilization where the flags leave it open.
     """
-    from vllm_deploy import nvidia_smi, preflight
+    from vllm_deploy import preflight
 
-    try:
-        return [p.to_dict() for p in preflight.problems_from_results(
-            records or [], gpu_facts or {}, compute_apps, pid_units, vllm_version=vllm_version or None)]
-    except (nvidia_smi.NvidiaSmiParseError, KeyError, TypeError, ValueError) as exc:
-        raise AnsibleFilterError(f"vllm_preflight_problems: {exc}") from exc
+    return [p.to_dict() for p in preflight.problems_from_results(
+        records or [], gpu_facts or {}, compute_apps, pid_units, vllm_version=vllm_version or None)]
 
 
+@_filter
 def vllm_preflight_alloc_argv(records, gpu_facts, python, alloc_mib=256, timeout_s=300):
     """argv of the bare CUDA allocation on every pinned GPU, through the node's venv."""
     from vllm_deploy import preflight
@@ -134,6 +162,7 @@ def vllm_preflight_alloc_argv(records, gpu_facts, python, alloc_mib=256, timeout
     return preflight.alloc_argv(str(python), indexes, int(alloc_mib), int(timeout_s)) if indexes else []
 
 
+@_filter
 def vllm_preflight_alloc_problems(result, records, gpu_facts, alloc_mib=256, timeout_s=300):
     """The bare run's registered result → [problem dicts] for the GPUs that failed or never answered."""
     from vllm_deploy import preflight
@@ -144,6 +173,7 @@ def vllm_preflight_alloc_problems(result, records, gpu_facts, alloc_mib=256, tim
         int(result.get("rc", 0) or 0), int(alloc_mib), int(timeout_s))]
 
 
+@_filter
 def vllm_preflight_lines(problems, host):
     """Problems → one line each: host, instance, GPU, the numbers, the fix."""
     from vllm_deploy import preflight
@@ -154,23 +184,26 @@ def vllm_preflight_lines(problems, host):
         raise AnsibleFilterError(f"vllm_preflight_lines: a problem lacks {exc}") from exc
 
 
+@_filter
 def vllm_degraded_outcomes(slurped):
     """{instance: {requested_flags, flags}} from the slurped /etc/vllm/<instance>.degraded.json files."""
     return models.degraded_outcomes(slurped or [])
 
 
+@_filter
 def vllm_compat_pin_violations(versions, engine="auto", driver_install=False, cuda_toolkit_install=False,
                                gpu_instances=False):
     """The pin-only compatibility rules for one host (before facts), each as "[rule] message"."""
     from vllm_deploy import compat
 
     if not isinstance(versions, dict):
-        raise AnsibleFilterError(f"vllm_compat_pin_violations expects the versions mapping, got {type(versions).__name__}")
+        raise AnsibleFilterError(f"vllm_compat_pin_violations: expects the versions mapping, got {type(versions).__name__}")
     return [str(v) for v in compat.pin_gate(versions, engine=str(engine), driver_install=bool(driver_install),
                                             cuda_toolkit_install=bool(cuda_toolkit_install),
                                             gpu_instances=bool(gpu_instances))]
 
 
+@_filter
 def vllm_compat_node_violations(versions, engine, gpu_facts, cuda_toolkit_install=False):
     """The node's driver and GPUs (gpu_facts) against the GPU build's CUDA, each as "[rule] message"."""
     from vllm_deploy import compat
@@ -181,30 +214,28 @@ def vllm_compat_node_violations(versions, engine, gpu_facts, cuda_toolkit_instal
                                              cuda_toolkit_install=bool(cuda_toolkit_install))]
 
 
+@_filter
 def vllm_driver_state(dpkg_stdout, pinned_version, anchor="nvidia-smi"):
     """dpkg-query output → installed/at-pin/held driver packages and whether this is an upgrade."""
     from vllm_deploy import driver
 
-    try:
-        return driver.driver_state(dpkg_stdout or "", pinned_version, anchor=anchor)
-    except driver.DriverStateError as exc:
-        raise AnsibleFilterError(f"vllm_driver_state: {exc}") from exc
+    return driver.driver_state(dpkg_stdout or "", pinned_version, anchor=anchor)
 
 
+@_filter
 def vllm_nvidia_repo_distro(distribution, major_version):
     """'Ubuntu', '22' → 'ubuntu2204' (the directory in NVIDIA's CUDA apt repository)."""
     from vllm_deploy import driver
 
-    try:
-        return driver.nvidia_repo_distro(distribution, major_version)
-    except driver.DriverStateError as exc:
-        raise AnsibleFilterError(f"vllm_nvidia_repo_distro: {exc}") from exc
+    return driver.nvidia_repo_distro(distribution, major_version)
 
 
+@_filter
 def vllm_upstream_version(version):
     """'535.261.03-1' → '535.261.03' (what nvidia-smi reports as driver_version)."""
     from vllm_deploy import driver
 
+    _expect(version, (str, int, float), "version")
     return driver.upstream_version(version)
 
 
