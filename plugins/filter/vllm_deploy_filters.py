@@ -239,6 +239,15 @@ def vllm_upstream_version(version):
     return driver.upstream_version(version)
 
 
+@_filter
+def vllm_nvidia_smi_argv(query, binary="nvidia-smi"):
+    """'gpus' / 'compute-apps' → the nvidia-smi CSV query's argv, in the field order the parsers read."""
+    from vllm_deploy import nvidia_smi
+
+    _expect(query, (str,), "the query")
+    return nvidia_smi.query_argv(query, binary)
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -265,4 +274,5 @@ class FilterModule:
             "vllm_container_args": vllm_container_args,
             "vllm_container_env": vllm_container_env,
             "vllm_device_ids": vllm_device_ids,
+            "vllm_nvidia_smi_argv": vllm_nvidia_smi_argv,
         }
