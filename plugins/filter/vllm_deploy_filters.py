@@ -248,6 +248,23 @@ def vllm_nvidia_smi_argv(query, binary="nvidia-smi"):
     return nvidia_smi.query_argv(query, binary)
 
 
+@_filter
+def vllm_dpkg_query_argv(packages):
+    """Package names or patterns → argv of `dpkg-query -W` in the format vllm_driver_state reads."""
+    from vllm_deploy import driver
+
+    return driver.dpkg_query_argv(packages)
+
+
+@_filter
+def vllm_dpkg_installed_version(dpkg_stdout, package):
+    """vllm_dpkg_query_argv output → the installed version of one package ("" when not installed)."""
+    from vllm_deploy import driver
+
+    _expect(dpkg_stdout, (str,), "the dpkg-query output")
+    return driver.installed_version(dpkg_stdout or "", str(package))
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -275,4 +292,6 @@ class FilterModule:
             "vllm_container_env": vllm_container_env,
             "vllm_device_ids": vllm_device_ids,
             "vllm_nvidia_smi_argv": vllm_nvidia_smi_argv,
+            "vllm_dpkg_query_argv": vllm_dpkg_query_argv,
+            "vllm_dpkg_installed_version": vllm_dpkg_installed_version,
         }
