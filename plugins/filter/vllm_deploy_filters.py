@@ -265,6 +265,15 @@ def vllm_dpkg_installed_version(dpkg_stdout, package):
     return driver.installed_version(dpkg_stdout or "", str(package))
 
 
+@_filter
+def vllm_torch_matches(installed, pin):
+    """Whether the installed torch version is the pin (a pin without a local label ignores +cu130)."""
+    from vllm_deploy import compat
+
+    _expect(installed, (str,), "the installed torch version")
+    return compat.torch_matches(installed, pin)
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -294,4 +303,5 @@ class FilterModule:
             "vllm_nvidia_smi_argv": vllm_nvidia_smi_argv,
             "vllm_dpkg_query_argv": vllm_dpkg_query_argv,
             "vllm_dpkg_installed_version": vllm_dpkg_installed_version,
+            "vllm_torch_matches": vllm_torch_matches,
         }

@@ -20,6 +20,7 @@ if not ANSIBLE_FILES:
     (r"--query-compute-apps", "vllm_nvidia_smi_argv ('compute-apps')"),
     (r"--format=csv", "vllm_nvidia_smi_argv"),
     (r"Status-Abbrev|\$\{Version\}|dpkg-query\s+-W", "vllm_dpkg_query_argv"),
+    (r"regex_replace\(['\"]\\+\\\+", "vllm_torch_matches"),
 ])
 def test_no_role_or_playbook_spells_it(spelling, owner):
     rx = re.compile(spelling)
@@ -28,6 +29,6 @@ def test_no_role_or_playbook_spells_it(spelling, owner):
     assert not found, f"use {owner} instead: {', '.join(found)}"
 
 
-@pytest.mark.parametrize("use", ["vllm_nvidia_smi_argv", "vllm_dpkg_query_argv"])
+@pytest.mark.parametrize("use", ["vllm_nvidia_smi_argv", "vllm_dpkg_query_argv", "vllm_torch_matches"])
 def test_the_filters_are_used(use):
     assert any(use in p.read_text() for p in ANSIBLE_FILES), f"no role or playbook uses {use}"
