@@ -230,7 +230,11 @@ def test_rebuild_node_stops_a_compose_node_and_serves_it_again_through_the_same_
     out = " ".join((run.stdout + run.stderr).split())
     assert run.returncode == 0, out[-4000:]
     assert "before the rebuild: units vllm-img-a.service, vllm-img-b.service" in out, out[-4000:]
-    assert "TASK [python_stack" not in out                       # Compose mode serves from the image
+    # Compose mode serves from the image: the Python stack's tasks are all skipped, no venv appears.
+    stack = [chunk for chunk in out.split("TASK [python_stack : ")[1:]]
+    assert stack and all(" ok: " not in chunk.split("TASK [", 1)[0] and " changed: " not in chunk.split("TASK [", 1)[0]
+                         for chunk in stack), out[-4000:]
+    assert not host.file("/opt/vllm/venv").exists
     assert "TASK [vllm_image : Build " in out and "changed: [mol-compose-node] => (item=" not in out.split("TASK [vllm_image : Build ", 1)[1].split("TASK [", 1)[0]
     assert out.count("warm-up completion returned") == 2, out[-4000:]
     assert "vLLM units serving again: vllm-img-a, vllm-img-b" in out
