@@ -61,7 +61,8 @@ syntax: setup  ## ansible-playbook --syntax-check on every playbook
 	for p in deploy.yml playbooks/*.yml; do ansible-playbook $(STAGING) --syntax-check $$p || exit 1; done
 
 molecule: node-image wheelhouse  ## Molecule scenarios on local Docker (SCENARIOS="default ...")
-	@failed=""; for s in $(SCENARIOS); do molecule test -s $$s || failed="$$failed $$s"; done; \
+	@failed=""; for s in $(SCENARIOS); do start=$$(date +%s); molecule test -s $$s || failed="$$failed $$s"; \
+	echo "scenario $$s: $$(( $$(date +%s) - start )) s"; done; \
 	if [ -n "$$failed" ]; then echo "molecule: failed scenarios:$$failed"; exit 1; fi; echo "molecule: all scenarios passed: $(SCENARIOS)"
 
 bench-deploy: node-image wheelhouse  ## Deploy timings on fresh staging nodes (prints figures)
