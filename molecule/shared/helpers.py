@@ -69,8 +69,9 @@ def ansible_playbook(*args, playbook="deploy.yml", timeout=1200):
     """
     ephemeral = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
     inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
+    # PYTHONPATH: the filters import this checkout's vllm_deploy, not another install (see the Makefile).
     env = dict(os.environ, ANSIBLE_CONFIG=str(ephemeral / "ansible.cfg"), ANSIBLE_LOG_PATH="/dev/null",
-               ANSIBLE_NOCOLOR="1")
+               ANSIBLE_NOCOLOR="1", PYTHONPATH=os.pathsep.join(filter(None, [str(PROJECT), os.environ.get("PYTHONPATH")])))
     run = subprocess.run(["ansible-playbook", "-i", str(inventory), str(PROJECT / playbook), *args],
                          capture_output=True, text=True, env=env, timeout=timeout, cwd=PROJECT)
     return PlaybookRun(run.returncode, run.stdout, run.stderr)
