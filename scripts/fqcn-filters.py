@@ -7,7 +7,8 @@ Jinja plugins need their FQCN). Roles and modules resolve by short name inside t
 filters change. From a checkout the FQCN resolves too: ansible.cfg's collections_path holds
 .collections/ansible_collections/vllm_deploy/fleet, a link back to the checkout.
 
-    scripts/fqcn-filters.py            rewrite roles/, playbooks/, templates/, molecule/ (idempotent)
+    scripts/fqcn-filters.py            rewrite roles/, playbooks/, templates/, molecule/ (idempotent), and
+                                       the tests' Jinja environments that render templates/ (`"vllm_x": f`)
     scripts/fqcn-filters.py --check    change nothing; exit 1 and list each short use left
 
 The filter names are read from plugins/filter/*.py (FilterModule.filters), so a new filter is covered.
@@ -76,11 +77,20 @@ def fold_long_lines(text):
     return "\n".join(out), left
 
 
+def test_registration(names):
+    """A filter registered by its short name in a Python test's Jinja environment (`"vllm_x": function`)."""
+    alternatives = "|".join(sorted(map(re.escape, names), key=len, reverse=True))
+    return re.compile(rf"""(["'])({alternatives})\1(\s*:)""")
+
+
 def files(root=ROOT):
     for top in SCAN:
         for path in sorted((root / top).rglob("*")):
             if path.suffix in SUFFIXES and path.is_file() and not path.is_symlink():
                 yield path
+    for path in sorted((root / "tests").rglob("*.py")):
+        if path.is_file() and not path.is_symlink():
+            yield path
 
 
 def main(argv=None):
@@ -93,9 +103,9 @@ def main(argv=None):
     if not names:
         print(f"fqcn-filters: no FilterModule names found under {args.root}/plugins/filter", file=sys.stderr)
         return 2
-    pattern = short_use(names)
     found = 0
     for path in files(args.root):
+        pattern = test_registration(names) if path.suffix == ".py" else short_use(names)
         text = path.read_text()
         hits = list(pattern.finditer(text))
         if not hits:
@@ -104,11 +114,14 @@ def main(argv=None):
         rel = path.relative_to(args.root)
         if args.check:
             for hit in hits:
-                line = text.count("\n", 0, hit.start(2)) + 1
+                line = text.count("\n", 0, hit.start()) + 1
                 print(f"{rel}:{line}: filter {hit.group(2)} by its short name — use {PREFIX}{hit.group(2)} "
                       "(run scripts/fqcn-filters.py)")
         else:
-            new, left = fold_long_lines(pattern.sub(lambda m: m.group(1) + PREFIX + m.group(2), text))
+            if path.suffix == ".py":
+                new, left = pattern.sub(lambda m: m.group(1) + PREFIX + m.group(2) + m.group(1) + m.group(3), text), []
+            else:
+                new, left = fold_long_lines(pattern.sub(lambda m: m.group(1) + PREFIX + m.group(2), text))
             path.write_text(new)
             print(f"{rel}: {len(hits)} filter(s) → {PREFIX}*")
             for number in left:

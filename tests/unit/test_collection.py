@@ -56,8 +56,13 @@ def test_fqcn_rewrite_is_exact_and_idempotent(tmp_path):
                  | vllm_a(2) }}
             untouched: "{{ x | vllm_abc | my_vllm_a }}"
         """))
+    (tmp_path / "tests").mkdir()
+    render_test = tmp_path / "tests" / "test_render.py"
+    render_test.write_text('env.filters.update({"vllm_a": a, "vllm_abc": c})\n')
     assert _run(tmp_path, "--check").returncode == 1
     assert _run(tmp_path).returncode == 0
+    # A test's Jinja environment renders the rewritten templates: it registers the FQCN.
+    assert render_test.read_text() == 'env.filters.update({"vllm_deploy.fleet.vllm_a": a, "vllm_abc": c})\n'
     assert tasks.read_text() == textwrap.dedent("""\
         - name: One
           ansible.builtin.set_fact:
