@@ -4,8 +4,8 @@
 Why: a role running from the installed collection vllm_deploy.fleet does not find its own collection's
 filters by short name (ansible-core 2.19; neither the `collections:` keyword nor a role's meta helps:
 Jinja plugins need their FQCN). Roles and modules resolve by short name inside the collection, so only
-filters change. From a checkout the FQCN resolves too: ansible.cfg's collections_path holds
-.collections/ansible_collections/vllm_deploy/fleet, a link back to the checkout.
+filters change. From a checkout the FQCN resolves too: collections/ansible_collections/vllm_deploy/fleet
+links back to the checkout (found beside deploy.yml, and through ansible.cfg's collections_path).
 
     scripts/fqcn-filters.py            rewrite roles/, playbooks/, templates/, molecule/ (idempotent), and
                                        the tests' Jinja environments that render templates/ (`"vllm_x": f`)
