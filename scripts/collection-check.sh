@@ -78,7 +78,7 @@ gpu-nodes:
         - {name: a, model: tiny, gpus: [], port: 8000}
         - {name: b, model: tiny, gpus: [], port: 8000}
 EOF
-# rebuild-node is not importable by FQCN: a collection playbook's name must be an identifier (no dash).
+# The rebuild is playbooks/rebuild_node.yml: a collection playbook's name must be an identifier (no dash).
 cat > site.yml <<'EOF'
 ---
 - name: Deploy vLLM
