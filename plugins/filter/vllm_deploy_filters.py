@@ -14,14 +14,19 @@ if os.path.isfile(os.path.join(_CHECKOUT, "vllm_deploy", "__init__.py")) and _CH
     sys.path.insert(0, _CHECKOUT)
 
 
-
-from vllm_deploy import instances, ladder, models  # noqa: E402
-from vllm_deploy import containers, instances, models  # noqa: E402
+from vllm_deploy import containers, instances, ladder, models  # noqa: E402
 
 
-def vllm_inventory_errors(models, vllm_instances, host="", gpus=None):
+def vllm_inventory_errors(models, vllm_instances, host="", gpus=None, fleet=None):
     """Every problem with a host's vllm_models / vllm_instances, each naming the variable and the fix."""
-    return instances.validate_inventory(models, vllm_instances, host=host, gpus=gpus)
+    return instances.validate_inventory(models, vllm_instances, host=host, gpus=gpus, fleet=fleet)
+
+
+def vllm_fleet_errors(values, host=""):
+    """Every problem with a host's fleet-wide inputs (vllm_bind, vllm_engine, vllm_versions_override)."""
+    if not isinstance(values, dict):
+        raise AnsibleFilterError(f"vllm_fleet_errors expects a mapping of variable names, got {type(values).__name__}")
+    return instances.validate_fleet(values, host=host)
 
 
 def vllm_build_instances(vllm_instances, models, gpu_facts, model_facts, defaults):
@@ -92,7 +97,18 @@ def vllm_systemd_argv(argv):
     """argv quoted for a systemd ExecStart= line."""
     if not isinstance(argv, list):
         raise AnsibleFilterError(f"vllm_systemd_argv expects a list, got {type(argv).__name__}")
-    return instances.systemd_quote([str(a) for a in argv])
+    try:
+        return instances.systemd_quote([str(a) for a in argv])
+    except ValueError as exc:
+        raise AnsibleFilterError(f"vllm_systemd_argv: {exc}") from exc
+
+
+def vllm_systemd_environment(key, value):
+    """A unit's `Environment=` assignment for one variable, quoted; a control character is refused."""
+    try:
+        return instances.systemd_environment(key, value)
+    except ValueError as exc:
+        raise AnsibleFilterError(f"vllm_systemd_environment: {exc}") from exc
 
 
 def vllm_gpu_facts(stdout, stderr="", rc=0, present=True):
@@ -137,6 +153,11 @@ def vllm_container_env(record):
         return containers.container_env(record)
     except (KeyError, AttributeError) as exc:
         raise AnsibleFilterError(f"vllm_container_env: {exc}") from exc
+
+
+def vllm_compose_escape(value):
+    """A value with every `$` doubled, as a Compose file must write a literal dollar sign."""
+    return containers.compose_escape(value)
 
 
 def vllm_device_ids(record):
@@ -279,8 +300,10 @@ class FilterModule:
     def filters(self):
         return {
             "vllm_inventory_errors": vllm_inventory_errors,
+            "vllm_fleet_errors": vllm_fleet_errors,
             "vllm_build_instances": vllm_build_instances,
             "vllm_systemd_argv": vllm_systemd_argv,
+            "vllm_systemd_environment": vllm_systemd_environment,
             "vllm_bool_switch_names": vllm_bool_switch_names,
             "vllm_switch_errors": vllm_switch_errors,
             "vllm_renamed_errors": vllm_renamed_errors,
@@ -309,4 +332,5 @@ class FilterModule:
             "vllm_container_args": vllm_container_args,
             "vllm_container_env": vllm_container_env,
             "vllm_device_ids": vllm_device_ids,
+            "vllm_compose_escape": vllm_compose_escape,
         }
