@@ -435,13 +435,19 @@ def validate_inventory(models: Any, instances: Any, *, host: str = "", gpus: lis
 
 
 def flags_to_argv(flags: dict[str, Any]) -> list[str]:
-    """snake_case flags → vLLM's argv: True → bare flag, False/None → omitted, lists → repeated values."""
+    """snake_case flags → vLLM's argv: True → bare flag, None → omitted, lists → repeated values; False →
+    omitted, or `--no-FLAG` where vLLM's default is not already false (enable_prefix_caching: false
+    must turn prefix caching off, not leave vLLM's own choice)."""
+    from vllm_deploy import vllm_args
+
     argv: list[str] = []
     for key in sorted(flags):
         value = flags[key]
         opt = "--" + key.replace("_", "-")
         if value is True:
             argv.append(opt)
+        elif value is False and vllm_args.negation(key):
+            argv.append(vllm_args.negation(key))
         elif value is False or value is None:
             continue
         elif isinstance(value, (list, tuple)):

