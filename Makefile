@@ -78,5 +78,5 @@ bench-deploy: node-image wheelhouse  ## Deploy timings on fresh staging nodes (p
 bench-image: node-image wheelhouse  ## Slim, text-only and naive vLLM images: sizes, layers, cold start (GPU=1: CUDA build too)
 	$(PY) scripts/bench_image.py
 
-bench-planner: setup  ## Planner vs real vLLM startup logs (../shared/calibration)
+bench-planner: setup  ## Planner vs real vLLM startup logs (tests/fixtures/calibration)
 	$(PY) scripts/bench_planner.py

@@ -163,7 +163,7 @@ def make_model(ref: str) -> Path:
     models.mkdir(parents=True, exist_ok=True)
     path = models / "tiny-llama"
     if not (path / "config.json").exists():
-        script = (REPO / "vllm_deploy" / "tiny_model.py").read_text()
+        script = (REPO / "roles" / "vllm_model" / "files" / "tiny_model.py").read_text()
         sh("docker", "run", "--rm", "-i", "--network", "none", "--user", "0:0", "-v", f"{models}:{models}",
            "--entrypoint", "python", ref, "-", "--out", str(path), "--layers", "2", "--hidden", "128",
            "--heads", "2", "--kv-heads", "1", input=script, stdout=subprocess.DEVNULL)

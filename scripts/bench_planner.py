@@ -2,8 +2,8 @@
 """Benchmark the memory planner against real vLLM startup logs (a benchmark, not a test: always exits 0).
 
 Usage: python scripts/bench_planner.py [LOGS_YAML] [--models DIR]
-Default LOGS_YAML: ../shared/calibration/vllm-startup-logs.yaml relative to the repository root; model
-configs come from calibration/models/<org>__<name>/config.json beside it.
+Default LOGS_YAML: tests/fixtures/calibration/vllm-startup-logs.yaml in the repository; model configs come
+from models/<org>__<name>/config.json beside it.
 
 For every point it prints predicted vs logged available KV GiB, KV tokens and concurrency with the
 error in %, then the shares within +-2% and +-5%, failures predicted / total, and the same for the
@@ -71,7 +71,7 @@ def run_point(point: dict, models_dir: str):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("logs", nargs="?", default=os.path.join(os.path.dirname(ROOT), "shared", "calibration",
+    ap.add_argument("logs", nargs="?", default=os.path.join(ROOT, "tests", "fixtures", "calibration",
                                                             "vllm-startup-logs.yaml"))
     ap.add_argument("--models", default=None, help="directory of <org>__<name>/config.json (default: beside logs)")
     args = ap.parse_args(argv)

@@ -6,23 +6,8 @@ set -euo pipefail
 source "$(dirname "$0")/debian-sources.sh"
 
 IMAGE="${NODE_IMAGE:-vllm-deploy/node:bookworm}"
-MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
-
-if [[ "${FORCE:-0}" != 1 ]] && docker image inspect "$IMAGE" >/dev/null 2>&1; then
-  echo "node image: $IMAGE already built (FORCE=1 to rebuild)"
-  exit 0
-fi
-
-root="$(mktemp -d /var/tmp/vllm-deploy-node.XXXXXX)"
-trap 'rm -rf "$root"' EXIT
-echo "node image: debootstrap bookworm into $root (about a minute)"
-debootstrap --variant=minbase \
-  --include=python3,python3-apt,systemd,systemd-sysv,dbus,ca-certificates,sudo,iproute2,procps \
-  bookworm "$root" "$MIRROR" >"$root.log" 2>&1 || { tail -20 "$root.log"; exit 1; }
-rm -f "$root.log"
-
-# Same package sources as a real Debian 12 node (main + updates + security).
-debian_sources "$root" "$MIRROR"
+debootstrap_image "node image" "$IMAGE" python3,python3-apt,systemd,systemd-sysv,dbus,ca-certificates,sudo,iproute2,procps
+root="$ROOT"
 # A container has no console or udev to wait for; keep boot quiet and fast.
 for unit in getty@tty1.service systemd-udevd.service systemd-udev-trigger.service \
             systemd-resolved.service systemd-timesyncd.service apt-daily.timer apt-daily-upgrade.timer; do

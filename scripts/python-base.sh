@@ -8,20 +8,8 @@ set -euo pipefail
 source "$(dirname "$0")/debian-sources.sh"
 
 IMAGE="${PYTHON_BASE_IMAGE:-vllm-deploy/python-base:bookworm}"
-MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
-
-if [[ "${FORCE:-0}" != 1 ]] && docker image inspect "$IMAGE" >/dev/null 2>&1; then
-  echo "python base: $IMAGE already built (FORCE=1 to rebuild)"
-  exit 0
-fi
-
-root="$(mktemp -d /var/tmp/vllm-deploy-pybase.XXXXXX)"
-trap 'rm -rf "$root"' EXIT
-echo "python base: debootstrap bookworm into $root (about a minute)"
-debootstrap --variant=minbase --include=python3,python3-venv,libpython3-dev,ca-certificates \
-  bookworm "$root" "$MIRROR" >"$root.log" 2>&1 || { tail -20 "$root.log"; exit 1; }
-rm -f "$root.log"
-debian_sources "$root" "$MIRROR"
+debootstrap_image "python base" "$IMAGE" python3,python3-venv,libpython3-dev,ca-certificates
+root="$ROOT"
 # Up to date, as a published base is: later apt installs then add packages, not upgrades.
 chroot "$root" sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get -y -qq upgrade' >/dev/null
 chroot "$root" apt-get clean

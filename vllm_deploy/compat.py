@@ -49,6 +49,18 @@ def pinned_versions(override: dict | None = None) -> dict:
     return _merge(load_versions(), override or {})
 
 
+def torch_matches(installed: str | None, pin: str) -> bool:
+    """Whether the installed torch is the pinned one. PyPI's default torch reports its CUDA as a local
+    label (2.14.0+cu130) that a pin without one (2.14.0) does not carry: the label is then ignored;
+    a pin with a label (2.13.0+cpu) must match exactly."""
+    if not isinstance(pin, str) or not pin:
+        raise ValueError(f"the torch pin must be a non-empty version string, got {pin!r}")
+    if not installed:
+        return False
+    installed = str(installed).strip()
+    return (installed if "+" in pin else installed.split("+", 1)[0]) == pin
+
+
 def _v(version) -> tuple[int, ...]:
     """'535.261.03-1' -> (535, 261, 3); '12.8' -> (12, 8). Debian revisions and suffixes dropped."""
     version = str(version).split("-")[0].split("+")[0]

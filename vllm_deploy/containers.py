@@ -69,4 +69,6 @@ def compose_escape(value: Any) -> Any:
         return {compose_escape(k): compose_escape(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [compose_escape(v) for v in value]
-    return value
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    raise TypeError(f"a Compose value is a string, number, boolean, list or mapping, not {type(value).__name__}")

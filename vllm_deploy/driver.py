@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import re
 
-# What `dpkg-query` prints per package (the role runs exactly this format).
+# What `dpkg-query` prints per package: the nvidia_driver role and rebuild-node run it through
+# dpkg_query_argv() (filter vllm_dpkg_query_argv); parse_dpkg_query reads it. dpkg-query expands
+# the \t and \n escapes itself.
 DPKG_QUERY_FORMAT = r"${Package}\t${Version}\t${db:Status-Abbrev}\n"
 
 # The driver's packages in both sources (Debian non-free and NVIDIA's repo). Deliberately not
@@ -30,6 +32,20 @@ def upstream_version(version: str | None) -> str:
     if not version:
         return ""
     return str(version).split(":", 1)[-1].split("-", 1)[0]
+
+
+def dpkg_query_argv(packages: list[str] | tuple[str, ...] | str) -> list[str]:
+    """argv of the read-only `dpkg-query -W` for these package names or glob patterns."""
+    names = [packages] if isinstance(packages, str) else list(packages)
+    if not names or not all(isinstance(n, str) and n for n in names):
+        raise DriverStateError(f"dpkg-query needs package names or patterns, got {packages!r}")
+    return ["dpkg-query", "-W", f"-f={DPKG_QUERY_FORMAT}", *names]
+
+
+def installed_version(dpkg_text: str, package: str) -> str:
+    """The installed version of `package` in dpkg_query_argv output; "" when absent, removed or config-only."""
+    pkg = parse_dpkg_query(dpkg_text).get(package)
+    return pkg["version"] if pkg and pkg["installed"] else ""
 
 
 def parse_dpkg_query(text: str) -> dict[str, dict]:

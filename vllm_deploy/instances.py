@@ -27,7 +27,7 @@ CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 INSTANCE_KEYS = ("name", "model", "gpus", "port", "bind", "flags", "env", "cpu_kv_cache_space_gib")
 MODEL_KEYS = ("path", "source", "served_name", "generate", "private")
-# tiny_model.py's options (a `source: generate` model's shape).
+# roles/vllm_model/files/tiny_model.py's options (a `source: generate` model's shape).
 GENERATE_KEYS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "max_position", "vocab", "seed")
 
 # Flags the seed posts recommend that current vLLM rejects or ignores; refusing them here is kinder

@@ -19,7 +19,7 @@ def models_used(instances: list[dict[str, Any]], models: dict[str, Any]) -> list
 
 
 def generate_argv(model: dict[str, Any], python: str, script: str) -> list[str]:
-    """argv of tiny_model.py for a `source: generate` model (`generate:` keys become --flags)."""
+    """argv of roles/vllm_model/files/tiny_model.py for a `source: generate` model (`generate:` keys become --flags)."""
     argv = [python, script, "--out", model["path"]]
     for key, value in sorted((model.get("generate") or {}).items()):
         argv += ["--" + key.replace("_", "-"), str(value)]

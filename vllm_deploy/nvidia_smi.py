@@ -2,19 +2,32 @@
 
 Everything here is pure text processing (standard library only), so the same code runs on the
 controller, inside an Ansible module on a target, and in tests against real captured outputs
-(tests/unit/test_nvidia_smi.py, fixtures under shared/calibration/nvidia-smi/).
+(tests/unit/test_nvidia_smi.py, fixtures under tests/fixtures/calibration/nvidia-smi/).
 """
 
 from __future__ import annotations
 
 import re
 
-# The query the Ansible gpu_facts role runs (keep in sync with the role's task).
+# The CSV queries the roles run (gpu_facts, vllm_preflight, nvidia_driver's verify) through
+# query_argv() / the vllm_nvidia_smi_argv filter. No header: the parsers below read the columns in
+# exactly these orders, so the fields are spelled here and nowhere else.
 QUERY_GPU_FIELDS = ("index", "uuid", "name", "memory.total", "memory.used", "memory.free", "driver_version")
-QUERY_GPU_COMMAND = (
-    "nvidia-smi --query-gpu=" + ",".join(QUERY_GPU_FIELDS) + " --format=csv,noheader,nounits"
-)
 QUERY_APPS_FIELDS = ("pid", "process_name", "used_memory", "gpu_uuid")
+CSV_FORMAT = "--format=csv,noheader,nounits"
+QUERIES = {"gpus": ("--query-gpu", QUERY_GPU_FIELDS), "compute-apps": ("--query-compute-apps", QUERY_APPS_FIELDS)}
+
+
+def query_argv(query: str, binary: str = "nvidia-smi") -> list[str]:
+    """argv of one of the QUERIES ("gpus" or "compute-apps") whose output parse_query_gpu /
+    parse_compute_apps read."""
+    if query not in QUERIES:
+        raise ValueError(f"unknown nvidia-smi query {query!r}: use one of {', '.join(QUERIES)}")
+    flag, fields = QUERIES[query]
+    return [str(binary), f"{flag}={','.join(fields)}", CSV_FORMAT]
+
+
+QUERY_GPU_COMMAND = " ".join(query_argv("gpus"))
 
 # nvidia-smi accepts several names for one field and prints its own name in the header
 # (e.g. --query-compute-apps=used_memory prints "used_gpu_memory [MiB]").

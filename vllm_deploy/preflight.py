@@ -24,13 +24,11 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from vllm_deploy.nvidia_smi import diagnose_failure, parse_compute_apps
+from vllm_deploy.nvidia_smi import diagnose_failure, parse_compute_apps, query_argv
 from vllm_deploy.planner import CUDA_CONTEXT_GIB, default_gpu_memory_utilization
 
 CHECKS = ("foreign_process", "free_memory", "bare_alloc", "gpu_missing", "query_failed")
-COMPUTE_APPS_COMMAND = (
-    "nvidia-smi --query-compute-apps=pid,process_name,used_memory,gpu_uuid --format=csv,noheader,nounits"
-)
+COMPUTE_APPS_COMMAND = " ".join(query_argv("compute-apps"))
 # Units vllm_serve writes (instances.build_instance: unit = "vllm-<name>").
 _OUR_UNIT_RE = re.compile(r"^vllm-(?P<name>[a-z0-9][a-z0-9-]{0,47})\.service$")
 CUDA_CONTEXT_MIB = int(CUDA_CONTEXT_GIB * 1024)

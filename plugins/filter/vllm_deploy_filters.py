@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -17,100 +18,123 @@ if os.path.isfile(os.path.join(_CHECKOUT, "vllm_deploy", "__init__.py")) and _CH
 from vllm_deploy import containers, instances, ladder, models  # noqa: E402
 
 
+def _filter(fn):
+    """Any error a filter meets becomes one AnsibleFilterError that names the filter: Ansible would
+    otherwise report a bare TypeError/KeyError from deep in the package, with no hint which filter."""
+    name = fn.__name__
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except AnsibleFilterError as exc:
+            if str(exc).startswith(f"{name}: "):
+                raise
+            raise AnsibleFilterError(f"{name}: {exc}", orig_exc=exc) from exc
+        except Exception as exc:  # noqa: BLE001 - every package error, reported under the filter's name
+            detail = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc) or type(exc).__name__
+            raise AnsibleFilterError(f"{name}: {detail}", orig_exc=exc) from exc
+
+    return wrapper
+
+
+def _expect(value, types, what):
+    """TypeError unless value is one of types (None allowed): for filters whose package function
+    would otherwise accept anything and answer nonsense (str() of a dict, an 'unknown' diagnosis)."""
+    if value is not None and not isinstance(value, types):
+        raise TypeError(f"{what} must be {' or '.join(t.__name__ for t in types)}, got {type(value).__name__}")
+
+
+@_filter
 def vllm_inventory_errors(models, vllm_instances, host="", gpus=None, fleet=None):
     """Every problem with a host's vllm_models / vllm_instances, each naming the variable and the fix."""
+    _expect(host, (str,), "host")
+    _expect(gpus, (list,), "gpus")
+    _expect(fleet, (dict,), "fleet")
     return instances.validate_inventory(models, vllm_instances, host=host, gpus=gpus, fleet=fleet)
 
 
+@_filter
 def vllm_fleet_errors(values, host=""):
     """Every problem with a host's fleet-wide inputs (vllm_bind, vllm_engine, vllm_versions_override)."""
-    if not isinstance(values, dict):
-        raise AnsibleFilterError(f"vllm_fleet_errors expects a mapping of variable names, got {type(values).__name__}")
-    return instances.validate_fleet(values, host=host)
+    _expect(values, (dict,), "the fleet-wide variables")
+    _expect(host, (str,), "host")
+    return instances.validate_fleet(values or {}, host=host)
 
 
+@_filter
 def vllm_build_instances(vllm_instances, models, gpu_facts, model_facts, defaults):
     """The instance records (flags planned for the node's GPUs or CPU KV space) that the templates render."""
-    try:
-        return instances.build_instances(
-            vllm_instances, models, gpu_facts=gpu_facts or {}, model_facts=model_facts or {}, defaults=defaults
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise AnsibleFilterError(f"vllm_build_instances: {exc}") from exc
+    return instances.build_instances(
+        vllm_instances, models, gpu_facts=gpu_facts or {}, model_facts=model_facts or {}, defaults=defaults
+    )
 
 
+@_filter
 def vllm_gate_argv(record, helper_dir, config_dir, timeout, prompt=None):
     """The deploy gate's command line for an instance record (one owner: vllm_deploy.instances)."""
-    try:
-        return instances.gate_argv(record, helper_dir, config_dir, timeout, prompt)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise AnsibleFilterError(f"vllm_gate_argv: {exc}") from exc
+    return instances.gate_argv(record, helper_dir, config_dir, timeout, prompt)
 
 
+@_filter
 def vllm_gate_logs_argv(record, helper_dir, since=None, lines=None):
     """The command line that prints an instance's engine log since a moment (or its last lines)."""
-    try:
-        return instances.gate_logs_argv(record, helper_dir, since, lines)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise AnsibleFilterError(f"vllm_gate_logs_argv: {exc}") from exc
+    return instances.gate_logs_argv(record, helper_dir, since, lines)
 
 
+@_filter
 def vllm_pinned_versions(override=None):
     """The pins of vllm_deploy/data/versions.yaml with an inventory's overrides merged in (recursively)."""
     from vllm_deploy import compat
 
-    if override is not None and not isinstance(override, dict):
-        raise AnsibleFilterError(f"vllm_pinned_versions: vllm_versions_override must be a mapping, got {type(override).__name__}")
-    try:
-        return compat.pinned_versions(override or {})
-    except (TypeError, ValueError) as exc:
-        raise AnsibleFilterError(f"vllm_pinned_versions: {exc}") from exc
+    _expect(override, (dict,), "vllm_versions_override")
+    return compat.pinned_versions(override or {})
 
 
+@_filter
 def vllm_bool_switch_names(roles_dir):
     """Every boolean switch (options declared type bool in the roles' argument_specs)."""
     from vllm_deploy import switches
 
-    try:
-        return switches.bool_switch_names(roles_dir)
-    except (OSError, TypeError, ValueError, AttributeError) as exc:
-        raise AnsibleFilterError(f"vllm_bool_switch_names: {exc}") from exc
+    _expect(roles_dir, (str,), "roles_dir")
+    return switches.bool_switch_names(roles_dir)
 
 
+@_filter
 def vllm_switch_errors(values, host=""):
     """One line per boolean switch set to something that is not a boolean."""
     from vllm_deploy import switches
 
-    if not isinstance(values, dict):
-        raise AnsibleFilterError(f"vllm_switch_errors expects a mapping, got {type(values).__name__}")
-    return switches.switch_errors(values, host)
+    _expect(values, (dict,), "values")
+    _expect(host, (str,), "host")
+    return switches.switch_errors(values or {}, host)
 
 
+@_filter
 def vllm_renamed_errors(defined, host=""):
     """One line per variable set under a name vllm-deploy no longer reads (renamed)."""
     from vllm_deploy import switches
 
-    return switches.renamed_errors(list(defined), host)
+    _expect(defined, (list,), "defined")
+    _expect(host, (str,), "host")
+    return switches.renamed_errors(list(defined or []), host)
 
 
+@_filter
 def vllm_systemd_argv(argv):
     """argv quoted for a systemd ExecStart= line."""
     if not isinstance(argv, list):
-        raise AnsibleFilterError(f"vllm_systemd_argv expects a list, got {type(argv).__name__}")
-    try:
-        return instances.systemd_quote([str(a) for a in argv])
-    except ValueError as exc:
-        raise AnsibleFilterError(f"vllm_systemd_argv: {exc}") from exc
+        raise AnsibleFilterError(f"vllm_systemd_argv: expects a list, got {type(argv).__name__}")
+    return instances.systemd_quote([str(a) for a in argv])
 
 
+@_filter
 def vllm_systemd_environment(key, value):
     """A unit's `Environment=` assignment for one variable, quoted; a control character is refused."""
-    try:
-        return instances.systemd_environment(key, value)
-    except ValueError as exc:
-        raise AnsibleFilterError(f"vllm_systemd_environment: {exc}") from exc
+    return instances.systemd_environment(key, value)
 
 
+@_filter
 def vllm_gpu_facts(stdout, stderr="", rc=0, present=True):
     """nvidia-smi --query-gpu CSV (or its failure) → gpu_count, gpus, driver_version, profile, error."""
     from vllm_deploy import nvidia_smi
@@ -118,6 +142,7 @@ def vllm_gpu_facts(stdout, stderr="", rc=0, present=True):
     return nvidia_smi.gpu_facts(stdout or "", stderr or "", int(rc), bool(present))
 
 
+@_filter
 def vllm_models_used(vllm_instances, vllm_models):
     """The models this host's instances serve, once each, defaults filled in."""
     try:
@@ -126,94 +151,93 @@ def vllm_models_used(vllm_instances, vllm_models):
         raise AnsibleFilterError(f"vllm_models_used: instance references unknown model {exc}") from exc
 
 
+@_filter
 def vllm_tiny_model_argv(model, python, script):
     """argv that generates a `source: generate` model."""
     return models.generate_argv(model, python, script)
 
 
+@_filter
 def vllm_model_facts(slurped, found):
     """{model: {config, weights_bytes}} from the slurp and find loop results."""
-    try:
-        return models.model_facts(slurped, found)
-    except (KeyError, ValueError) as exc:
-        raise AnsibleFilterError(f"vllm_model_facts: {exc}") from exc
+    return models.model_facts(slurped, found)
 
 
+@_filter
 def vllm_container_args(record):
     """The record's argv for the image's ENTRYPOINT (Compose `command:`)."""
-    try:
-        return containers.container_args(record)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise AnsibleFilterError(f"vllm_container_args: {exc}") from exc
+    return containers.container_args(record)
 
 
+@_filter
 def vllm_container_env(record):
     """The record's environment as the container gets it (Compose `environment:`)."""
-    try:
-        return containers.container_env(record)
-    except (KeyError, AttributeError) as exc:
-        raise AnsibleFilterError(f"vllm_container_env: {exc}") from exc
+    return containers.container_env(record)
 
 
+@_filter
 def vllm_compose_escape(value):
     """A value with every `$` doubled, as a Compose file must write a literal dollar sign."""
     return containers.compose_escape(value)
 
 
+@_filter
 def vllm_device_ids(record):
     """The record's GPUs as Compose `device_ids` strings."""
-    try:
-        return containers.device_ids(record)
-    except (KeyError, TypeError) as exc:
-        raise AnsibleFilterError(f"vllm_device_ids: {exc}") from exc
+    return containers.device_ids(record)
 
 
+@_filter
 def vllm_diagnose(text):
     """A vLLM server log → {category, summary, figures, fix}."""
     from vllm_deploy import diagnose
 
+    _expect(text, (str, bytes), "the log text")
     return diagnose.diagnose(text or "").to_dict()
 
 
+@_filter
 def vllm_degrade_step(flags, diagnosis, engine, floors=None, tried=None):
     """The degrade ladder's next rung for a failed start (None when not about memory or exhausted)."""
     return ladder.next_step(flags or {}, diagnosis or {}, engine=engine, floors=floors, tried=tried)
 
 
+@_filter
 def vllm_is_memory_failure(diagnosis):
     """Whether the degrade ladder can act on a diagnosis (memory categories); others roll back."""
+    _expect(diagnosis, (dict,), "diagnosis")
     return ladder.is_memory_failure(diagnosis)
 
 
+@_filter
 def vllm_backups_of(entries, name):
     """The files a run replaced for an instance (Ansible's backups), to restore on rollback or keep."""
-    try:
-        return ladder.backups_of(entries, name)
-    except (AttributeError, KeyError, TypeError) as exc:
-        raise AnsibleFilterError(f"vllm_backups_of: {exc}") from exc
+    _expect(entries, (list,), "entries")
+    _expect(name, (str,), "name")
+    return ladder.backups_of(entries, name)
 
 
+@_filter
 def vllm_record_degraded(record, flags):
     """The instance record a degrade-ladder rung runs: other flags, argv recomputed, marked degraded —
     the same record a later run rebuilds from the ladder's saved outcome, so the unit does not change."""
     return instances.apply_degraded(record, {"requested_flags": record["flags"], "flags": flags})
 
 
+@_filter
 def vllm_preflight_problems(records, gpu_facts, compute_apps, pid_units, vllm_version=None):
     """Foreign processes and short free memory on each instance's pinned GPUs → [problem dicts].
 
     compute_apps / pid_units: the registered results (or stdout) of the role's nvidia-smi and ps runs;
     vllm_version picks vLLM's default gpu_memory_utilization where the flags leave it open.
     """
-    from vllm_deploy import nvidia_smi, preflight
+    from vllm_deploy import preflight
 
-    try:
-        return [p.to_dict() for p in preflight.problems_from_results(
-            records or [], gpu_facts or {}, compute_apps, pid_units, vllm_version=vllm_version or None)]
-    except (nvidia_smi.NvidiaSmiParseError, KeyError, TypeError, ValueError) as exc:
-        raise AnsibleFilterError(f"vllm_preflight_problems: {exc}") from exc
+    return [p.to_dict() for p in preflight.problems_from_results(
+        records or [], gpu_facts or {}, compute_apps, pid_units, vllm_version=vllm_version or None)]
 
 
+@_filter
 def vllm_preflight_alloc_argv(records, gpu_facts, python, alloc_mib=256, timeout_s=300):
     """argv of the bare CUDA allocation on every pinned GPU, through the node's venv."""
     from vllm_deploy import preflight
@@ -222,6 +246,7 @@ def vllm_preflight_alloc_argv(records, gpu_facts, python, alloc_mib=256, timeout
     return preflight.alloc_argv(str(python), indexes, int(alloc_mib), int(timeout_s)) if indexes else []
 
 
+@_filter
 def vllm_preflight_alloc_problems(result, records, gpu_facts, alloc_mib=256, timeout_s=300):
     """The bare run's registered result → [problem dicts] for the GPUs that failed or never answered."""
     from vllm_deploy import preflight
@@ -232,6 +257,7 @@ def vllm_preflight_alloc_problems(result, records, gpu_facts, alloc_mib=256, tim
         int(result.get("rc", 0) or 0), int(alloc_mib), int(timeout_s))]
 
 
+@_filter
 def vllm_preflight_lines(problems, host):
     """Problems → one line each: host, instance, GPU, the numbers, the fix."""
     from vllm_deploy import preflight
@@ -242,23 +268,26 @@ def vllm_preflight_lines(problems, host):
         raise AnsibleFilterError(f"vllm_preflight_lines: a problem lacks {exc}") from exc
 
 
+@_filter
 def vllm_degraded_outcomes(slurped):
     """{instance: {requested_flags, flags}} from the slurped /etc/vllm/<instance>.degraded.json files."""
     return models.degraded_outcomes(slurped or [])
 
 
+@_filter
 def vllm_compat_pin_violations(versions, engine="auto", driver_install=False, cuda_toolkit_install=False,
                                gpu_instances=False):
     """The pin-only compatibility rules for one host (before facts), each as "[rule] message"."""
     from vllm_deploy import compat
 
     if not isinstance(versions, dict):
-        raise AnsibleFilterError(f"vllm_compat_pin_violations expects the versions mapping, got {type(versions).__name__}")
+        raise AnsibleFilterError(f"vllm_compat_pin_violations: expects the versions mapping, got {type(versions).__name__}")
     return [str(v) for v in compat.pin_gate(versions, engine=str(engine), driver_install=bool(driver_install),
                                             cuda_toolkit_install=bool(cuda_toolkit_install),
                                             gpu_instances=bool(gpu_instances))]
 
 
+@_filter
 def vllm_compat_node_violations(versions, engine, gpu_facts, cuda_toolkit_install=False):
     """The node's driver and GPUs (gpu_facts) against the GPU build's CUDA, each as "[rule] message"."""
     from vllm_deploy import compat
@@ -269,31 +298,64 @@ def vllm_compat_node_violations(versions, engine, gpu_facts, cuda_toolkit_instal
                                              cuda_toolkit_install=bool(cuda_toolkit_install))]
 
 
+@_filter
 def vllm_driver_state(dpkg_stdout, pinned_version, anchor="nvidia-smi"):
     """dpkg-query output → installed/at-pin/held driver packages and whether this is an upgrade."""
     from vllm_deploy import driver
 
-    try:
-        return driver.driver_state(dpkg_stdout or "", pinned_version, anchor=anchor)
-    except driver.DriverStateError as exc:
-        raise AnsibleFilterError(f"vllm_driver_state: {exc}") from exc
+    return driver.driver_state(dpkg_stdout or "", pinned_version, anchor=anchor)
 
 
+@_filter
 def vllm_nvidia_repo_distro(distribution, major_version):
     """'Ubuntu', '22' → 'ubuntu2204' (the directory in NVIDIA's CUDA apt repository)."""
     from vllm_deploy import driver
 
-    try:
-        return driver.nvidia_repo_distro(distribution, major_version)
-    except driver.DriverStateError as exc:
-        raise AnsibleFilterError(f"vllm_nvidia_repo_distro: {exc}") from exc
+    return driver.nvidia_repo_distro(distribution, major_version)
 
 
+@_filter
 def vllm_upstream_version(version):
     """'535.261.03-1' → '535.261.03' (what nvidia-smi reports as driver_version)."""
     from vllm_deploy import driver
 
+    _expect(version, (str, int, float), "version")
     return driver.upstream_version(version)
+
+
+@_filter
+def vllm_nvidia_smi_argv(query, binary="nvidia-smi"):
+    """'gpus' / 'compute-apps' → the nvidia-smi CSV query's argv, in the field order the parsers read."""
+    from vllm_deploy import nvidia_smi
+
+    _expect(query, (str,), "the query")
+    return nvidia_smi.query_argv(query, binary)
+
+
+@_filter
+def vllm_dpkg_query_argv(packages):
+    """Package names or patterns → argv of `dpkg-query -W` in the format vllm_driver_state reads."""
+    from vllm_deploy import driver
+
+    return driver.dpkg_query_argv(packages)
+
+
+@_filter
+def vllm_dpkg_installed_version(dpkg_stdout, package):
+    """vllm_dpkg_query_argv output → the installed version of one package ("" when not installed)."""
+    from vllm_deploy import driver
+
+    _expect(dpkg_stdout, (str,), "the dpkg-query output")
+    return driver.installed_version(dpkg_stdout or "", str(package))
+
+
+@_filter
+def vllm_torch_matches(installed, pin):
+    """Whether the installed torch version is the pin (a pin without a local label ignores +cu130)."""
+    from vllm_deploy import compat
+
+    _expect(installed, (str,), "the installed torch version")
+    return compat.torch_matches(installed, pin)
 
 
 class FilterModule:
@@ -333,4 +395,8 @@ class FilterModule:
             "vllm_container_env": vllm_container_env,
             "vllm_device_ids": vllm_device_ids,
             "vllm_compose_escape": vllm_compose_escape,
+            "vllm_nvidia_smi_argv": vllm_nvidia_smi_argv,
+            "vllm_dpkg_query_argv": vllm_dpkg_query_argv,
+            "vllm_dpkg_installed_version": vllm_dpkg_installed_version,
+            "vllm_torch_matches": vllm_torch_matches,
         }

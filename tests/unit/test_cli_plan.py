@@ -5,18 +5,14 @@ import shutil
 
 import pytest
 
-from vllm_deploy.cli import main
+from conftest import model_config_path
 
-MODELS = "/work/shared/calibration/models"
+from vllm_deploy.cli import main
 
 
 @pytest.fixture
 def llama_dir(tmp_path):
-    src = f"{MODELS}/meta-llama__Llama-3.1-8B-Instruct/config.json"
-    try:
-        shutil.copy(src, tmp_path / "config.json")
-    except FileNotFoundError:
-        pytest.skip("calibration config not present")
+    shutil.copy(model_config_path("meta-llama__Llama-3.1-8B-Instruct"), tmp_path / "config.json")
     return str(tmp_path)
 
 

@@ -1,5 +1,5 @@
 """The driver/CUDA/torch/vLLM gate, table-driven. Expected driver→CUDA values come from the real
-nvidia-smi captures' own "CUDA Version" header (shared/calibration/nvidia-smi/*.meta.yaml)."""
+nvidia-smi captures' own "CUDA Version" header (tests/fixtures/calibration/nvidia-smi/*.meta.yaml)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from vllm_deploy.compat import check, load_versions, max_cuda_for_driver, min_driver_for_cuda
+from vllm_deploy.compat import check, load_versions, max_cuda_for_driver, min_driver_for_cuda, torch_matches
 
 
 def versions(**changes):
@@ -143,3 +143,24 @@ def test_pin_gate(changes, kwargs, expected):
 def test_node_gate(engine, driver, gpus, expected):
     from vllm_deploy.compat import node_gate
     assert rules(node_gate(load_versions(), engine=engine, driver_version=driver, gpus=gpus)) == expected
+
+
+@pytest.mark.parametrize("installed, pin, matches", [
+    ("2.14.0+cu130", "2.14.0", True),     # PyPI's CUDA torch carries its CUDA as a local label
+    ("2.13.0+cpu", "2.13.0+cpu", True),
+    ("2.13.0", "2.13.0+cpu", False),      # a labelled pin wants that build, not the default one
+    ("2.14.1", "2.14.0", False),
+    ("2.14.0", "2.14.0", True),
+    ("2.13.0+cu128", "2.13.0+cpu", False),
+    ("2.14.0+cu130\n", "2.14.0", True),   # a command's stdout with its newline
+    ("", "2.14.0", False),                # torch not installed (the version read failed)
+    (None, "2.14.0", False),
+])
+def test_torch_matches(installed, pin, matches):
+    assert torch_matches(installed, pin) is matches
+
+
+@pytest.mark.parametrize("pin", ["", None])
+def test_torch_matches_needs_a_pin(pin):
+    with pytest.raises(ValueError, match="torch pin"):
+        torch_matches("2.14.0", pin)

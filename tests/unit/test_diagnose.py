@@ -1,4 +1,4 @@
-"""vLLM failure diagnosis against real logs (shared/calibration/vllm-failures: the category comes from
+"""vLLM failure diagnosis against real logs (tests/fixtures/calibration/vllm-failures: the category comes from
 each .meta.yaml, the figures were read by hand from the log text) and against synthetic variants
 built from vLLM's own message wordings (V0 and V1)."""
 

@@ -5,11 +5,21 @@ The capture is real (tests/fixtures/dpkg/SOURCES.md); the upgrade case edits it 
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from vllm_deploy.driver import DriverStateError, driver_state, nvidia_repo_distro, parse_dpkg_query, upstream_version
+from vllm_deploy.driver import (
+    DriverStateError,
+    dpkg_query_argv,
+    driver_state,
+    installed_version,
+    nvidia_repo_distro,
+    parse_dpkg_query,
+    upstream_version,
+)
 
 CAPTURE = (Path(__file__).resolve().parents[1] / "fixtures" / "dpkg" / "bookworm-535.261.03-held.txt").read_text()
 DRIVER_535_261 = ["libcuda1", "libnvidia-ml1", "libnvidia-pkcs11-openssl3", "libnvidia-ptxjitcompiler1",
@@ -93,3 +103,41 @@ def test_nvidia_repo_distro(dist, major, repo):
 def test_nvidia_repo_distro_refuses_unknown():
     with pytest.raises(DriverStateError, match="Debian 11"):
         nvidia_repo_distro("Debian", "11")
+
+
+# The argv as dpkg-query(1) documents it; the backslash escapes are dpkg-query's own, not Python's.
+@pytest.mark.parametrize("packages, argv", [
+    ("nvidia-smi", ["dpkg-query", "-W", "-f=${Package}\\t${Version}\\t${db:Status-Abbrev}\\n", "nvidia-smi"]),
+    (["nvidia-*", "libcuda*"],
+     ["dpkg-query", "-W", "-f=${Package}\\t${Version}\\t${db:Status-Abbrev}\\n", "nvidia-*", "libcuda*"]),
+])
+def test_dpkg_query_argv(packages, argv):
+    assert dpkg_query_argv(packages) == argv
+
+
+@pytest.mark.parametrize("bad", [[], "", ["nvidia-*", ""], [None]])
+def test_dpkg_query_argv_needs_names(bad):
+    with pytest.raises(DriverStateError):
+        dpkg_query_argv(bad)
+
+
+@pytest.mark.parametrize("text, package, version", [
+    (CAPTURE, "nvidia-smi", "535.261.03-1"),
+    (CAPTURE, "libcuda-11.0-1", ""),                                 # "un": known, not installed
+    ("nvidia-smi\t535.261.03-1\trc \n", "nvidia-smi", ""),           # removed, config files left
+    ("libcuda1:amd64\t535.261.03-1\thi \n", "libcuda1", "535.261.03-1"),
+    ("", "nvidia-smi", ""),                                          # dpkg-query: no packages found
+])
+def test_installed_version(text, package, version):
+    assert installed_version(text, package) == version
+
+
+@pytest.mark.skipif(not shutil.which("dpkg-query"), reason="dpkg-query is not installed (not a Debian system)")
+def test_real_dpkg_query_output_parses():
+    """The argv run for real: its output is what parse_dpkg_query reads, checked against dpkg-query's own
+    one-field answer for the same package."""
+    out = subprocess.run(dpkg_query_argv(["dpkg"]), capture_output=True, text=True, check=True).stdout
+    own = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "dpkg"], capture_output=True, text=True,
+                         check=True).stdout
+    assert parse_dpkg_query(out)["dpkg"]["installed"] is True
+    assert installed_version(out, "dpkg") == own

@@ -7,13 +7,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import model_config_path
+
 from vllm_deploy import instances, models
 from vllm_deploy.nvidia_smi import parse_query_gpu
 
 REPO = Path(__file__).resolve().parents[2]
 MODELS = {"tiny": {"path": "/srv/models/tiny"}}
 # What nvidia-smi --query-gpu prints for two 80 GB A100s (field values from the real A100 x4 capture in
-# ../shared/calibration/nvidia-smi/01-a100-sxm4-80gb-x4-table.txt, as the GPU stand-in replays them).
+# tests/fixtures/calibration/nvidia-smi/01-a100-sxm4-80gb-x4-table.txt, as the GPU stand-in replays them).
 A100_CSV = (
     "0, GPU-standin-0, NVIDIA A100-SXM4-80GB, 81920, 3616, 78304, 535.216.01\n"
     "1, GPU-standin-1, NVIDIA A100-SXM4-80GB, 81920, 0, 81920, 535.216.01\n"
@@ -125,8 +127,7 @@ def test_cpu_record_sets_the_kv_space():
 
 def test_build_instances_plans_against_the_pinned_gpu():
     """Llama-3.1-8B on one 80 GB A100: the planner fills the flags, the inventory's pin wins."""
-    config = json.loads((REPO.parent / "shared/calibration/models/meta-llama__Llama-3.1-8B-Instruct/config.json").read_text()) \
-        if (REPO.parent / "shared").exists() else pytest.skip("../shared/calibration is not beside the checkout")
+    config = json.loads(model_config_path("meta-llama__Llama-3.1-8B-Instruct").read_text())
     facts = {"gpus": parse_query_gpu(A100_CSV)}
     recs = instances.build_instances(
         [inst(name="llama-0", model="llama", gpus=[1], flags={"max_num_seqs": 64})],
@@ -145,9 +146,7 @@ def test_build_instances_plans_against_the_pinned_gpu():
 
 def test_plan_does_not_depend_on_free_memory():
     """A redeploy sees our own instance's memory as used; the flags must not shrink because of it."""
-    if not (REPO.parent / "shared").exists():
-        pytest.skip("../shared/calibration is not beside the checkout")
-    config = json.loads((REPO.parent / "shared/calibration/models/meta-llama__Llama-3.1-8B-Instruct/config.json").read_text())
+    config = json.loads(model_config_path("meta-llama__Llama-3.1-8B-Instruct").read_text())
     idle = {"gpus": parse_query_gpu(A100_CSV)}
     busy = {"gpus": [dict(g, memory_used_mib=70000, memory_free_mib=11920) for g in idle["gpus"]]}
     args = ([inst(name="llama-0", model="llama", gpus=[1])], {"llama": {"path": "/srv/models/llama"}})

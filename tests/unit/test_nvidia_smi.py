@@ -1,4 +1,4 @@
-"""nvidia-smi parsing against real captures (shared/calibration/nvidia-smi, values from the .meta.yaml
+"""nvidia-smi parsing against real captures (tests/fixtures/calibration/nvidia-smi, values from the .meta.yaml
 files, which were written by hand from the captures) and against hand-written variants."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from vllm_deploy.nvidia_smi import (
     parse_compute_apps,
     parse_query_gpu,
     parse_table,
+    query_argv,
 )
 
 TABLES = calibration_files("nvidia-smi", "*-table.txt")
@@ -168,3 +169,29 @@ def test_gpu_facts_from_table(name):
     assert facts["driver_version"] == meta["driver_version"]
     for got, want in zip(facts["gpus"], meta["gpus"]):
         assert got["memory_free_mib"] == want["memory_total_mib"] - want["memory_used_mib"]
+
+
+# Spelled out by hand (nvidia-smi --help-query-gpu / --help-query-compute-apps), not built from the code.
+@pytest.mark.parametrize("query, argv", [
+    ("gpus", ["nvidia-smi", "--query-gpu=index,uuid,name,memory.total,memory.used,memory.free,driver_version",
+              "--format=csv,noheader,nounits"]),
+    ("compute-apps", ["nvidia-smi", "--query-compute-apps=pid,process_name,used_memory,gpu_uuid",
+                      "--format=csv,noheader,nounits"]),
+])
+def test_query_argv(query, argv):
+    assert query_argv(query) == argv
+    assert query_argv(query, "/usr/local/bin/nvidia-smi") == ["/usr/local/bin/nvidia-smi", *argv[1:]]
+
+
+def test_unknown_query_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"'processes'.*gpus, compute-apps"):
+        query_argv("processes")
+
+
+def test_parsers_read_the_columns_in_the_queried_order():
+    """A headerless row in the order query_argv asks for lands in the right keys."""
+    gpu = parse_query_gpu("3, GPU-abc, NVIDIA L4, 23034, 10, 23024, 550.54.15\n")
+    assert gpu == [{"index": 3, "uuid": "GPU-abc", "name": "NVIDIA L4", "memory_total_mib": 23034,
+                    "memory_used_mib": 10, "memory_free_mib": 23024, "driver_version": "550.54.15"}]
+    app = parse_compute_apps("4242, python3, 1500, GPU-abc\n")
+    assert app == [{"pid": 4242, "process_name": "python3", "used_memory_mib": 1500, "gpu_uuid": "GPU-abc"}]

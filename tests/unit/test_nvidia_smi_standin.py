@@ -10,12 +10,14 @@ import sys
 import pytest
 import yaml
 
-from conftest import STANDIN_DIR, calibration_dir
-from vllm_deploy.nvidia_smi import QUERY_GPU_FIELDS, gpu_facts, parse_compute_apps, parse_query_gpu, parse_table
+from conftest import REPO, STANDIN_DIR, MissingFixture, calibration_dir
+from vllm_deploy.nvidia_smi import gpu_facts, parse_compute_apps, parse_query_gpu, parse_table, query_argv
 
 STANDIN = STANDIN_DIR / "nvidia-smi"
 DATA = STANDIN_DIR / "data"
 TABLE_DATASETS = sorted(p.stem for p in DATA.glob("*-table.json"))
+if not TABLE_DATASETS:
+    raise MissingFixture(f"no stand-in dataset matches {DATA}/*-table.json")
 
 
 def run_standin(tmp_path, dataset, *args):
@@ -35,15 +37,14 @@ def test_every_dataset_names_its_source():
     for path in DATA.glob("*.json"):
         record = json.loads(path.read_text())
         assert record["source_url"].startswith("https://")
-        assert record["source_file"].startswith("shared/calibration/nvidia-smi/")
+        assert (REPO / record["source_file"]).is_file(), record["source_file"]
         assert path.stem in sources
 
 
 @pytest.mark.parametrize("dataset", TABLE_DATASETS)
 def test_role_query_replays_capture(tmp_path, dataset):
     meta = meta_for(dataset)
-    proc = run_standin(tmp_path, dataset, "--query-gpu=" + ",".join(QUERY_GPU_FIELDS),
-                       "--format=csv,noheader,nounits")
+    proc = run_standin(tmp_path, dataset, *query_argv("gpus")[1:])   # exactly what the roles run
     assert proc.returncode == 0, proc.stderr
     gpus = parse_query_gpu(proc.stdout)
     assert len(gpus) == meta["gpu_count"]
@@ -89,8 +90,7 @@ def test_table_is_replayed_verbatim(tmp_path, dataset):
 
 def test_compute_apps_replay_processes(tmp_path):
     meta = meta_for("06-rtx4090-x4-table")
-    proc = run_standin(tmp_path, "06-rtx4090-x4-table",
-                       "--query-compute-apps=pid,process_name,used_memory,gpu_uuid", "--format=csv,noheader,nounits")
+    proc = run_standin(tmp_path, "06-rtx4090-x4-table", *query_argv("compute-apps")[1:])
     apps = parse_compute_apps(proc.stdout)
     assert [(a["pid"], a["process_name"], a["used_memory_mib"], a["gpu_uuid"]) for a in apps] == [
         (p["pid"], p["name"], p["memory_mib"], f"GPU-standin-{p['gpu']}") for p in meta["processes"]]
@@ -113,7 +113,7 @@ def test_l40s_uses_the_real_uuid_of_its_same_state_csv(tmp_path):
     ("28-unknown-gpu-nvml-mismatch-570-error", 18, "driver_library_version_mismatch"),
 ])
 def test_failure_datasets(tmp_path, dataset, rc, category):
-    proc = run_standin(tmp_path, dataset, "--query-gpu=" + ",".join(QUERY_GPU_FIELDS), "--format=csv,noheader,nounits")
+    proc = run_standin(tmp_path, dataset, *query_argv("gpus")[1:])
     assert proc.returncode == rc
     assert category == meta_for(dataset)["error_class"]
     facts = gpu_facts(proc.stdout, proc.stderr, proc.returncode, present=True)

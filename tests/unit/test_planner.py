@@ -1,14 +1,14 @@
 """Planner arithmetic, pinned on hand-checked cases and on figures vLLM itself logged.
 
-Configs: /work/shared/calibration/models (real HF config.json files; sources in each source.txt).
-Logged figures: /work/shared/calibration/vllm-startup-logs.yaml (llm-d-planner v0.19.0 H100 logs,
+Configs: tests/fixtures/calibration/models (real HF config.json files; sources in each source.txt).
+Logged figures: tests/fixtures/calibration/vllm-startup-logs.yaml (llm-d-planner v0.19.0 H100 logs,
 TheBuccaneer/vllm-offload-profiles RTX 3090 logs).
 """
 
 import json
-import os
 
 import pytest
+from conftest import model_config_path
 
 from vllm_deploy.planner import (
     GiB,
@@ -22,16 +22,9 @@ from vllm_deploy.planner import (
     plan_cpu,
 )
 
-CALIBRATION = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "calibration", "models")
-if not os.path.isdir(CALIBRATION):
-    CALIBRATION = "/work/shared/calibration/models"
-
 
 def load(name: str) -> ModelInfo:
-    path = os.path.join(CALIBRATION, name, "config.json")
-    if not os.path.isfile(path):
-        pytest.skip(f"calibration config {name} not present")
-    with open(path, encoding="utf-8") as fh:
+    with open(model_config_path(name), encoding="utf-8") as fh:
         return ModelInfo.from_config(json.load(fh))
 
 

@@ -19,14 +19,15 @@ import yaml
 
 from conftest import REPO, STANDIN_DIR, calibration_dir
 from vllm_deploy import planner, preflight
-from vllm_deploy.nvidia_smi import QUERY_GPU_FIELDS, gpu_facts
+from vllm_deploy.nvidia_smi import gpu_facts, query_argv
 
 sys.path.insert(0, str(REPO / "plugins" / "filter"))
 import vllm_deploy_filters as filters  # noqa: E402
 
 STANDIN = STANDIN_DIR / "nvidia-smi"
-APPS_ARGS = ("--query-compute-apps=pid,process_name,used_memory,gpu_uuid", "--format=csv,noheader,nounits")
-GPU_ARGS = ("--query-gpu=" + ",".join(QUERY_GPU_FIELDS), "--format=csv,noheader,nounits")
+# The argv the preflight role runs (its filter vllm_nvidia_smi_argv), without the binary.
+APPS_ARGS = tuple(query_argv("compute-apps")[1:])
+GPU_ARGS = tuple(query_argv("gpus")[1:])
 # planner.CUDA_CONTEXT_GIB: the CUDA context vLLM has before its free-memory snapshot (H100: 78.68 of 79.19 free).
 CONTEXT_MIB = 512
 

@@ -1,17 +1,16 @@
 """Preset selection: GPU table lookup, choose_flags adjusting presets with the planner, pinned flags checked.
 
-Device figures come from real nvidia-smi captures (/work/shared/calibration/nvidia-smi/*.meta.yaml).
+Device figures come from real nvidia-smi captures (tests/fixtures/calibration/nvidia-smi/*.meta.yaml).
 """
 
 import json
-import os
 
 import pytest
+from conftest import model_config_path
 
 from vllm_deploy.planner import PlanError
 from vllm_deploy.presets import choose_flags, gpu_total_gib, lookup_gpu, preset_for
 
-MODELS = "/work/shared/calibration/models"
 TINY_LLAMA = dict(architectures=["LlamaForCausalLM"], model_type="llama", num_hidden_layers=4, hidden_size=1024,
                   num_attention_heads=8, num_key_value_heads=8, head_dim=128, intermediate_size=2048,
                   vocab_size=32000, max_position_embeddings=131072, torch_dtype="bfloat16")
@@ -24,10 +23,7 @@ ACCEPTED = {"max_model_len", "max_num_seqs", "gpu_memory_utilization", "enforce_
 
 
 def config(name):
-    path = os.path.join(MODELS, name, "config.json")
-    if not os.path.isfile(path):
-        pytest.skip(f"{name} config not present")
-    with open(path, encoding="utf-8") as fh:
+    with open(model_config_path(name), encoding="utf-8") as fh:
         return json.load(fh)
 
 

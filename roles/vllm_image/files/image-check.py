@@ -28,6 +28,8 @@ def main() -> int:
     import torch
     import vllm  # noqa: F401 - the import is the check
 
+    # The rule of vllm_deploy.compat.torch_matches (filter vllm_torch_matches), restated: this runs
+    # inside the image, where vllm_deploy is not installed.
     seen = torch.__version__ if "+" in a.torch else torch.__version__.split("+")[0]
     if seen != a.torch:
         sys.exit(f"image check: torch {torch.__version__} is installed, the pin is {a.torch}")

@@ -1,0 +1,57 @@
+"""Every registered Ansible filter reports bad input as an AnsibleFilterError naming the filter.
+
+The plugin file is imported by path, the way Ansible loads it (filter_plugins in ansible.cfg)."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from conftest import REPO
+
+PLUGIN = REPO / "plugins" / "filter" / "vllm_deploy_filters.py"
+
+
+def load_plugin():
+    spec = importlib.util.spec_from_file_location("vllm_deploy_filters_under_test", PLUGIN)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+FILTERS = load_plugin().FilterModule().filters()
+if not FILTERS:
+    raise AssertionError(f"{PLUGIN} registers no filters")
+
+
+class NotAnInput:
+    """A value no filter accepts: not a str, number, list or mapping, and no attributes to read."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return "<not an input>"
+
+
+@pytest.mark.parametrize("name", sorted(FILTERS))
+def test_bad_input_type_names_the_filter(name):
+    """Every argument of the wrong type (vllm_inventory_errors reports bad inventory values as data,
+    so only the host or gpus argument can be of a type it refuses)."""
+    fn = FILTERS[name]
+    params = [p for p in inspect.signature(fn).parameters.values() if p.kind == p.POSITIONAL_OR_KEYWORD]
+    with pytest.raises(AnsibleFilterError) as info:
+        fn(*[NotAnInput() for _ in params])
+    assert str(info.value).startswith(f"{name}: "), str(info.value)
+
+
+def test_registered_under_their_own_names():
+    """The message names the filter the playbook wrote, so the registry key must be the function's name."""
+    assert {name: fn.__name__ for name, fn in FILTERS.items()} == {name: name for name in FILTERS}
+
+
+def test_a_package_error_keeps_its_message():
+    with pytest.raises(AnsibleFilterError, match=r"^vllm_driver_state: "):
+        FILTERS["vllm_driver_state"]("nvidia-smi\t535.1-1\tii \n", None)
