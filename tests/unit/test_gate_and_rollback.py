@@ -68,3 +68,20 @@ def test_an_override_changes_one_pin_and_keeps_the_rest():
     assert merged["vllm"] == pins["vllm"]
     with pytest.raises(TypeError):
         compat.pinned_versions(["not", "a", "mapping"])
+
+
+@pytest.mark.parametrize("override", [
+    # The CUDA toolkit's source follows the driver's unless pinned: a real input (driver-upgrade scenario).
+    {"cuda_toolkit": {"source": "nvidia_repo", "version": "13.0"}},
+    {"nvidia_driver": {"source": "debian", "debian_version": "535.309.01-0+deb12u1"}},
+])
+def test_overrides_of_every_pin_the_roles_read_are_accepted(override):
+    assert instances.validate_fleet({"vllm_bind": "127.0.0.1", "vllm_engine": "cpu", "vllm_versions_override": override},
+                                    host="node1") == []
+
+
+def test_an_override_of_a_key_no_role_reads_names_the_closest_pin():
+    errors = instances.validate_fleet({"vllm_bind": "127.0.0.1", "vllm_engine": "cpu",
+                                       "vllm_versions_override": {"cuda_toolkit": {"sorce": "debian"}}}, host="node1")
+    assert errors == ["node1: vllm_versions_override.cuda_toolkit.sorce: is not a pin of vllm_deploy/data/versions.yaml"
+                      " — did you mean source?"]
