@@ -208,6 +208,109 @@ def vllm_upstream_version(version):
     return driver.upstream_version(version)
 
 
+def _hostvar(hostvars, host, name, default=None):
+    """One variable of another host (templated), or default when that host does not define it."""
+    try:
+        value = hostvars[host].get(name, default)
+    except (KeyError, AttributeError):
+        return default
+    return default if value is None else value
+
+
+def vllm_gateway_backends(hostvars, hosts, gateway_host):
+    """HAProxy's backend table: every instance record (vllm_plan_instances) of `hosts`, per served name."""
+    from vllm_deploy import gateway
+
+    fleet = {}
+    missing = []
+    for host in hosts or []:
+        records = _hostvar(hostvars, host, "vllm_plan_instances")
+        if records is None:
+            missing.append(host)
+            continue
+        facts = _hostvar(hostvars, host, "ansible_facts", {}) or {}
+        address = _hostvar(hostvars, host, "vllm_gateway_backend_address") or (facts.get("default_ipv4") or {}).get("address", "")
+        fleet[host] = {"instances": list(records), "address": address}
+    if missing:
+        raise AnsibleFilterError(
+            f"{gateway_host}: no instance records for {', '.join(missing)} (vllm_plan_instances) — run the deploy on every "
+            f"serving host together with the gateway (e.g. -l gpu-nodes:vllm_gateway), or the gateway would drop their instances")
+    try:
+        return gateway.backend_table(fleet, str(gateway_host))
+    except (KeyError, TypeError) as exc:
+        raise AnsibleFilterError(f"vllm_gateway_backends: an instance record lacks {exc}") from exc
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+
+
+def vllm_gateway_engine_key_errors(hostvars, hosts, engine_key):
+    """Hosts whose engines expect another key than the one the gateway adds (values never shown)."""
+    from vllm_deploy import gateway
+
+    keys = {h: str(_hostvar(hostvars, h, "vllm_api_key") or _hostvar(hostvars, h, "vault_vllm_api_key", "")) for h in hosts or []}
+    return gateway.engine_key_mismatches(keys, str(engine_key or ""))
+
+
+def vllm_gateway_models_list(table):
+    """The body of the gateway's GET /v1/models."""
+    from vllm_deploy import gateway
+
+    return gateway.models_list(table or [])
+
+
+def vllm_gateway_key_table(keys):
+    """Client keys with their limits filled in (0 = no limit)."""
+    from vllm_deploy import gateway
+
+    try:
+        return gateway.key_table(keys or [])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise AnsibleFilterError(f"vllm_gateway_key_table: a key lacks {exc} (run the validation play)") from exc
+
+
+def vllm_gateway_server_ref(record, host):
+    """`backend/server` of an instance in the gateway's runtime API."""
+    from vllm_deploy import gateway
+
+    try:
+        return gateway.server_ref(record, str(host))
+    except (KeyError, TypeError) as exc:
+        raise AnsibleFilterError(f"vllm_gateway_server_ref: the instance record lacks {exc}") from exc
+
+
+def vllm_gateway_node_records(vllm_instances, vllm_models):
+    """{name, model: {name, served_name}} per instance, from the inventory (rebuild-node drains before planning)."""
+    from vllm_deploy import gateway
+
+    try:
+        return gateway.node_records(vllm_instances or [], vllm_models or {})
+    except (KeyError, TypeError) as exc:
+        raise AnsibleFilterError(f"vllm_gateway_node_records: {exc}") from exc
+
+
+def vllm_gateway_exposure_errors(vllm_instances, default_bind, api_key, host=""):
+    """Engines bound to 0.0.0.0 or :: without an API key, one line each."""
+    from vllm_deploy import gateway
+
+    return gateway.validate_exposure(vllm_instances, str(default_bind), str(api_key or ""), host=str(host))
+
+
+def vllm_gateway_served_name_errors(vllm_models, host=""):
+    """Served names the gateway cannot route on."""
+    from vllm_deploy import gateway
+
+    return gateway.validate_served_names(vllm_models, host=str(host))
+
+
+def vllm_gateway_errors(keys, enabled, group, groups, max_body_bytes, max_tokens, drain_timeout, host=""):
+    """The gateway's inputs: its group, the keys and their limits, body and max_tokens limits, drain timeout."""
+    from vllm_deploy import gateway
+
+    return gateway.validate_gateway(enabled=bool(enabled), group=str(group), groups=dict(groups or {}), keys=keys,
+                                    max_body_bytes=max_body_bytes, max_tokens=max_tokens,
+                                    drain_timeout=drain_timeout, host=str(host))
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -234,4 +337,13 @@ class FilterModule:
             "vllm_container_args": vllm_container_args,
             "vllm_container_env": vllm_container_env,
             "vllm_device_ids": vllm_device_ids,
+            "vllm_gateway_backends": vllm_gateway_backends,
+            "vllm_gateway_engine_key_errors": vllm_gateway_engine_key_errors,
+            "vllm_gateway_models_list": vllm_gateway_models_list,
+            "vllm_gateway_key_table": vllm_gateway_key_table,
+            "vllm_gateway_server_ref": vllm_gateway_server_ref,
+            "vllm_gateway_node_records": vllm_gateway_node_records,
+            "vllm_gateway_exposure_errors": vllm_gateway_exposure_errors,
+            "vllm_gateway_served_name_errors": vllm_gateway_served_name_errors,
+            "vllm_gateway_errors": vllm_gateway_errors,
         }
