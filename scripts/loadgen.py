@@ -2,12 +2,13 @@
 """A bounded load generator for an OpenAI-compatible endpoint (standard library only).
 
     python3 scripts/loadgen.py --url http://HOST:8080 --key KEY --models tiny-a,tiny-b \
-        --requests 200 --concurrency 4 [--stop-file PATH] [--json]
+        --requests 200 --concurrency 4 [--pause 0.1] [--stop-file PATH] [--json]
 
 Sends at most --requests completions from --concurrency clients, streaming and non-streaming
 alternately, and counts the *complete* responses: a stream that ends with `data: [DONE]`, a
 non-streaming answer whose choices[0].finish_reason is set. Every request has its own timeout,
-so a run is bounded in count and in time. --stop-file ends it early once that file exists
+so a run is bounded in count and in time; --pause spaces each client's requests, so a long run
+leaves the machine's cores to the engines it is testing. --stop-file ends it early once that file exists
 (clients take no new request; those in flight finish and are counted). Prints the counts (one JSON
 line with --json) and exits 0 only when every request sent was complete.
 """
@@ -81,6 +82,8 @@ def run(args: argparse.Namespace) -> dict:
             if args.progress_file:
                 with lock, open(args.progress_file, "w", encoding="utf-8") as fh:
                     fh.write(json.dumps({"sent": next_index[0], "in_flight": in_flight[0], **outcomes}) + "\n")
+            if args.pause:
+                time.sleep(args.pause)
 
     start = time.monotonic()
     threads = [threading.Thread(target=client, daemon=True) for _ in range(args.concurrency)]
@@ -103,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--max-tokens", type=int, default=16)
     ap.add_argument("--timeout", type=float, default=120, help="seconds per request")
+    ap.add_argument("--pause", type=float, default=0.0, help="seconds each client waits between two requests")
     ap.add_argument("--stop-file", default="", help="stop taking new requests once this file exists")
     ap.add_argument("--progress-file", default="", help="rewrite running counts here after each request")
     ap.add_argument("--json", action="store_true")

@@ -41,15 +41,15 @@ def gateway_url(host):
 
 
 def call(url, path, body=None, key=KEY, method=None, raw=None):
-    """(status, headers, parsed JSON body) of one request to the gateway."""
+    """(status, headers (case-insensitive: HAProxy sends them lower-case), parsed JSON body) of one request."""
     data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
     headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
     req = urllib.request.Request(url + path, data=data, headers=headers, method=method)
     try:
         with urllib.request.urlopen(req, timeout=120) as resp:
-            return resp.status, dict(resp.headers), json.loads(resp.read())
+            return resp.status, resp.headers, json.loads(resp.read())
     except urllib.error.HTTPError as err:
-        return err.code, dict(err.headers), json.loads(err.read())
+        return err.code, err.headers, json.loads(err.read())
 
 
 def servers(host):
@@ -67,12 +67,12 @@ def deploy(*extra, extra_vars=None):
     return run.returncode, run.stdout + run.stderr
 
 
-def start_load(url, requests, workdir, stop=True):
+def start_load(url, requests, workdir, stop=True, pause=0.0):
     progress = Path(workdir) / "progress.json"
     stop_file = Path(workdir) / "stop"
     cmd = [sys.executable, str(PROJECT / "scripts" / "loadgen.py"), "--url", url, "--key", KEY,
            "--models", ",".join(MODELS), "--requests", str(requests), "--concurrency", "4", "--max-tokens", "16",
-           "--progress-file", str(progress), "--json"] + (["--stop-file", str(stop_file)] if stop else [])
+           "--progress-file", str(progress), "--pause", str(pause), "--json"] + (["--stop-file", str(stop_file)] if stop else [])
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:  # the load is really flowing before anything is restarted
@@ -82,6 +82,12 @@ def start_load(url, requests, workdir, stop=True):
         time.sleep(0.5)
     proc.kill()
     pytest.fail("the load generator did not complete 8 requests through the gateway within 120 s")
+
+
+def gateway_log(host, since):
+    """What the gateway logged besides the 200s since `since` (epoch): errors, check failures, state changes."""
+    lines = host.check_output(f"journalctl -u haproxy --no-pager -o cat --since @{int(since)}").splitlines()
+    return [line for line in lines if '" 200 ' not in line and " 200 " not in line][-60:]
 
 
 def finish_load(proc, timeout=600):
@@ -216,8 +222,10 @@ def test_a_rollout_of_every_instance_under_load_loses_no_request(host, gateway_u
     """max_num_seqs 8 → 6 on all four instances, one after the other per node, while 4 clients stream
     and not through the gateway: every request sent completes."""
     worker_before = host.check_output("pgrep -f -n '^/usr/sbin/haproxy'")
+    since = float(host.check_output("date +%s"))
     with tempfile.TemporaryDirectory() as work:
-        proc, stop = start_load(gateway_url, 20000, work)
+        # ~20 requests/s: enough to keep every instance busy, and capped far above a rollout's length
+        proc, stop = start_load(gateway_url, 40000, work, pause=0.15)
         try:
             rc, out = deploy(extra_vars={"gateway_max_num_seqs": 6})
             load_outlasted_rollout = proc.poll() is None
@@ -225,7 +233,10 @@ def test_a_rollout_of_every_instance_under_load_loses_no_request(host, gateway_u
             stop.touch()
         result = finish_load(proc)
     print(f"\nrollout under load: {json.dumps(result)}")
+    if result["failed"]:
+        print("gateway log (not 200):\n" + "\n".join(gateway_log(host, since)))
     assert rc == 0, out[-4000:]
+    out = " ".join(out.split())  # the callback wraps long messages
     for instance in ("a", "b", "c", "d"):
         assert f"__{instance} drained:" in out, f"instance {instance} was not drained at the gateway"
     assert out.count("in rotation: the gateway's completion check passes") >= 4
@@ -243,6 +254,7 @@ def test_a_killed_engine_leaves_rotation_and_comes_back(host, gateway_url):
     """kill -9 of node1's instance a while 4 clients stream and not through the gateway. The gateway's
     view of the requests in flight on it is read just before and just after the kill, in one command."""
     target, unit = "model_tiny-a/mol-gw-node1__a", "vllm-a"
+    since = float(host.check_output("date +%s"))
     pid = host.check_output(f"systemctl show -p MainPID --value {unit}")
     with tempfile.TemporaryDirectory() as work:
         proc, _ = start_load(gateway_url, 240, work, stop=False)
@@ -258,6 +270,8 @@ def test_a_killed_engine_leaves_rotation_and_comes_back(host, gateway_url):
         result = finish_load(proc)
     print(f"\nkill -9 under load: {json.dumps(result)}; in flight on {target} at the kill: {in_flight}; "
           f"out of rotation after {left if left is None else round(left, 1)}s")
+    if result["failed"]:
+        print("gateway log (not 200):\n" + "\n".join(gateway_log(host, since)))
     assert left is not None and left <= 10, "the killed engine stayed in rotation"
     assert result["sent"] == 240
     assert result["failed"] <= in_flight, result
