@@ -13,7 +13,7 @@ export NODE_IMAGE WHEELHOUSE
 SCENARIOS ?= default resilience driver-upgrade compose
 STAGING   := -i inventory/staging/hosts.yml
 
-.PHONY: help setup prereqs node-image wheelhouse staging staging-down test test-unit lint syntax molecule \
+.PHONY: help setup prereqs node-image wheelhouse staging staging-down test test-unit test-rules lint syntax molecule \
         bench-deploy bench-planner bench-image python-base
 
 help:  ## List the targets
@@ -48,10 +48,19 @@ staging: node-image wheelhouse  ## Two local container nodes serving a real vLLM
 staging-down:  ## Remove the staging nodes
 	ansible-playbook $(STAGING) playbooks/staging-down.yml
 
-test: test-unit lint syntax molecule  ## Everything CI runs: unit tests, linters, syntax check, molecule scenarios
+test: test-unit test-rules lint syntax molecule  ## Everything CI runs: unit tests, alert-rule tests, linters, syntax check, molecule scenarios
 
 test-unit: setup  ## pytest: planner, nvidia-smi parsing, diagnosis, compatibility, instance records
 	$(PY) -m pytest tests/unit -q
+
+# The rules file is a template (thresholds from the inventory): rendered with the role's defaults,
+# which tests/promtool/vllm-deploy.test.yml assumes. promtool comes with Debian's prometheus package.
+RULES_OUT := tests/promtool/.rendered/vllm-deploy.rules.yml
+test-rules: setup  ## promtool check + unit tests of every alert rule (tests/promtool)
+	@mkdir -p $(dir $(RULES_OUT))
+	ansible-playbook tests/promtool/render.yml -e rules_out=$(CURDIR)/$(RULES_OUT)
+	promtool check rules $(RULES_OUT)
+	promtool test rules tests/promtool/vllm-deploy.test.yml
 
 lint: setup  ## yamllint + ansible-lint (production profile)
 	yamllint -s .
