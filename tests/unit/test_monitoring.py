@@ -221,3 +221,19 @@ def test_a_failing_nvidia_smi_is_a_metric_and_an_error(tmp_path):
     run = run_collector(tmp_path, gpu_argv=[sys.executable, "-c", "import sys; print('NVIDIA-SMI has failed'); sys.exit(9)"])
     assert run.returncode == 1 and "exited 9" in run.stderr
     assert samples((tmp_path / "tf" / "vllm_gpu.prom").read_text())[("vllm_gpu_collector_success", frozenset())] == 0
+
+
+# --- the Grafana dashboard ----------------------------------------------------------------------
+
+DASHBOARD = REPO / "roles" / "vllm_monitoring" / "files" / "grafana" / "vllm-fleet.json"
+
+
+def test_every_dashboard_query_is_promql_that_promtool_accepts(tmp_path):
+    """Syntax only (as recording rules); the molecule default scenario evaluates each on a live Prometheus."""
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    exprs = [t["expr"] for p in panels for t in p["targets"]]
+    assert len(exprs) >= 10 and len({p["id"] for p in panels}) == len(panels)
+    rules = {"groups": [{"name": "dashboard", "rules": [{"record": f"dashboard:q{i}", "expr": e} for i, e in enumerate(exprs)]}]}
+    (tmp_path / "q.yml").write_text(yaml.safe_dump(rules))
+    run = subprocess.run([promtool(), "check", "rules", str(tmp_path / "q.yml")], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr

@@ -146,6 +146,18 @@ def test_the_driver_and_foreign_process_alerts_fire_only_where_the_capture_says(
     assert [(a["labels"]["host"], a["labels"]["gpu"]) for a in foreign] == [(NODE2, "1")]
 
 
+DASHBOARD = PROJECT / "roles" / "vllm_monitoring" / "files" / "grafana" / "vllm-fleet.json"
+
+
+def test_every_dashboard_panel_query_returns_data():
+    """The shipped Grafana dashboard's PromQL, each query evaluated on this Prometheus: none may be empty."""
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    exprs = [(p["title"], t["expr"]) for p in panels for t in p["targets"]]
+    assert len(exprs) >= 10
+    empty = [(title, expr) for title, expr in exprs if not query(expr)]
+    assert empty == [], empty
+
+
 def test_a_stopped_instance_fires_its_down_alert_and_it_clears_when_back():
     n2 = node(NODE2)
 
