@@ -179,3 +179,58 @@ def pinned_gpus(records: list[dict]) -> dict[str, list[str]]:
         for dev in r.get("devices") or []:
             pinned.setdefault(str(dev), []).append(r["name"])
     return pinned
+
+
+STATUS_COLUMNS = ("host", "instance", "model", "port", "state", "in rotation", "KV tokens planned/actual",
+                  "GPU memory used/total", "last restart")
+
+
+def _systemctl_show(text: str) -> dict[str, dict[str, str]]:
+    """`systemctl show -p Id,ActiveState,... UNIT...` → {unit: {property: value}} (blocks split by blank lines)."""
+    units: dict[str, dict[str, str]] = {}
+    for block in (text or "").strip().split("\n\n"):
+        props = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
+        if props.get("Id"):
+            units[props["Id"].removesuffix(".service")] = props
+    return units
+
+
+def status_rows(node: dict) -> list[list[str]]:
+    """One row per instance of a node for `ansible-playbook status.yml`.
+
+    node: {host, instances: the inventory's vllm_instances, models: its vllm_models, systemctl: `systemctl show` text,
+    plans: {name: plan.json dict}, gpus: [{index, memory_used_mib, memory_total_mib}], rotation: {name: str}}."""
+    units = _systemctl_show(node.get("systemctl") or "")
+    gpus = {str(g["index"]): g for g in node.get("gpus") or []}
+    rows = []
+    for inst in node.get("instances") or []:
+        unit = units.get(f"vllm-{inst['name']}", {})
+        state = unit.get("ActiveState") or "unknown"
+        if unit.get("SubState") and unit["SubState"] != state:
+            state = f"{state} ({unit['SubState']})"
+        plan = (node.get("plans") or {}).get(inst["name"]) or {}
+        planned = (plan.get("planned") or {}).get("kv_cache_tokens")
+        actual = (plan.get("actual") or {}).get("kv_cache_tokens")
+        kv = f"{planned if planned is not None else '-'}/{actual if actual is not None else '-'}" if plan else "-"
+        mem = []
+        for g in inst.get("gpus") or []:
+            gpu = gpus.get(str(g))
+            if gpu and gpu.get("memory_total_mib"):
+                mem.append(f"GPU {g}: {gpu.get('memory_used_mib')}/{gpu['memory_total_mib']} MiB")
+        memory = "; ".join(mem) or ("-" if inst.get("gpus") else "CPU")
+        restarts = unit.get("NRestarts")
+        since = unit.get("ActiveEnterTimestamp") or "-"
+        model = ((node.get("models") or {}).get(inst.get("model")) or {}).get("served_name") or inst.get("model") or ""
+        rows.append([node["host"], inst["name"], str(model), str(inst.get("port")), state,
+                     (node.get("rotation") or {}).get(inst["name"], "-"), kv, memory,
+                     since + (f" ({restarts} restarts by systemd)" if restarts not in (None, "", "0") else "")])
+    return rows
+
+
+def status_table(nodes: list[dict]) -> str:
+    """The fleet as one plain-text table, a row per host and instance."""
+    rows = [list(STATUS_COLUMNS)] + [r for n in nodes for r in status_rows(n)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(STATUS_COLUMNS))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

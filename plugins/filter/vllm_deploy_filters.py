@@ -373,6 +373,15 @@ def vllm_pinned_gpus(records):
 
 
 @_filter
+def vllm_status_table(nodes):
+    """[{host, instances, systemctl, plans, gpus}] → the fleet as one text table (status.yml)."""
+    from vllm_deploy import monitoring
+
+    _expect(nodes, (list,), "the nodes")
+    return monitoring.status_table(nodes)
+
+
+@_filter
 def vllm_dpkg_query_argv(packages):
     """Package names or patterns → argv of `dpkg-query -W` in the format vllm_driver_state reads."""
     from vllm_deploy import driver
@@ -439,6 +448,7 @@ class FilterModule:
             "vllm_scrape_targets": vllm_scrape_targets,
             "vllm_monitoring_fleet": vllm_monitoring_fleet,
             "vllm_pinned_gpus": vllm_pinned_gpus,
+            "vllm_status_table": vllm_status_table,
             "vllm_dpkg_query_argv": vllm_dpkg_query_argv,
             "vllm_dpkg_installed_version": vllm_dpkg_installed_version,
             "vllm_torch_matches": vllm_torch_matches,

@@ -237,3 +237,24 @@ def test_every_dashboard_query_is_promql_that_promtool_accepts(tmp_path):
     (tmp_path / "q.yml").write_text(yaml.safe_dump(rules))
     run = subprocess.run([promtool(), "check", "rules", str(tmp_path / "q.yml")], capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+# --- status.yml's table ---------------------------------------------------------------------------
+
+def test_the_status_table_has_a_row_per_instance_with_state_plan_and_gpu_memory():
+    node = {
+        "host": "node2",
+        "instances": [{"name": "prometheus", "model": "m", "port": 8000, "gpus": [1]},   # a running unit, for its state
+                      {"name": "pinned", "model": "m", "port": 8100, "gpus": []},
+                      {"name": "gone", "model": "other", "port": 8200, "gpus": [7]}],
+        "models": {"m": {"served_name": "tiny-llama"}},
+        "systemctl": fixture("systemctl-show-vllm-units.txt").read_text().replace("Id=prometheus.service", "Id=vllm-prometheus.service"),
+        "plans": {"prometheus": {"planned": {"kv_cache_tokens": 100}, "actual": {"kv_cache_tokens": 98}}},
+        "gpus": [{"index": 1, "memory_used_mib": 12562, "memory_total_mib": 24564}],
+    }
+    rows = [line.split() for line in monitoring.status_table([node]).splitlines()]
+    assert rows[0][:4] == ["host", "instance", "model", "port"]
+    assert rows[2][:9] == ["node2", "prometheus", "tiny-llama", "8000", "active", "(running)", "-", "100/98", "GPU"]
+    assert "12562/24564" in " ".join(rows[2]) and "2026-12-01" in " ".join(rows[2])
+    assert rows[3][:8] == ["node2", "pinned", "tiny-llama", "8100", "inactive", "(dead)", "-", "-"] and rows[3][8] == "CPU"
+    assert rows[4][:3] == ["node2", "gone", "other"] and rows[4][-2:] == ["-", "-"]  # GPU 7 not on the node, no start

@@ -10,6 +10,7 @@ Tests run in file order: the stop/start test comes last so the plan test reads t
 import json
 import os
 import re
+import subprocess
 import time
 from pathlib import Path
 
@@ -156,6 +157,25 @@ def test_every_dashboard_panel_query_returns_data():
     assert len(exprs) >= 10
     empty = [(title, expr) for title, expr in exprs if not query(expr)]
     assert empty == [], empty
+
+
+def test_status_yml_prints_one_row_per_instance():
+    env = dict(os.environ, ANSIBLE_CONFIG=str(Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "ansible.cfg"),
+               ANSIBLE_LOG_PATH="/dev/null")
+    run = subprocess.run(["ansible-playbook", "-i", str(Path(INVENTORY).parent), str(PROJECT / "status.yml")],
+                         capture_output=True, text=True, env=env, timeout=300, cwd=PROJECT)
+    assert run.returncode == 0, run.stdout[-3000:]
+    capture = json.loads(STANDIN.read_text())
+    gpu1 = next(g for g in capture["gpus"] if g["index"] == 1)
+    for host, (instance, port, _gpus) in INSTANCES.items():
+        record = json.loads(node(host).file(f"/var/lib/vllm/reports/{instance}-plan.json").content_string)
+        row = next(line.split() for line in run.stdout.splitlines() if line.split()[:2] == [host, instance])
+        assert row[2:7] == ["tiny-llama", str(port), "active", "(running)", "-"], row
+        assert row[7] == f"{record['planned']['kv_cache_tokens']}/{record['actual']['kv_cache_tokens']}", row
+        if host == NODE2:  # the GPU it is pinned to, as the replayed capture reports it
+            assert row[8:12] == ["GPU", "1:", f"{gpu1['memory_used_mib']}/{gpu1['memory_total_mib']}", "MiB"], row
+        else:
+            assert row[8] == "CPU", row
 
 
 def test_a_stopped_instance_fires_its_down_alert_and_it_clears_when_back():
