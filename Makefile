@@ -6,6 +6,9 @@ VENV      ?= .venv
 PY        := $(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+# The filters import vllm_deploy as an installed package: this checkout's copy wins over any other
+# install (a venv shared between worktrees, an older `pip install`).
+export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 NODE_IMAGE ?= vllm-deploy/node:bookworm
 # Molecule scenarios mount $(CURDIR)/.cache/wheelhouse; staging honours WHEELHOUSE.
 WHEELHOUSE ?= $(CURDIR)/.cache/wheelhouse
@@ -13,7 +16,7 @@ export NODE_IMAGE WHEELHOUSE
 SCENARIOS ?= default resilience driver-upgrade compose
 STAGING   := -i inventory/staging/hosts.yml
 
-.PHONY: help setup prereqs node-image wheelhouse staging staging-down test test-unit test-rules lint syntax molecule \
+.PHONY: help setup prereqs node-image wheelhouse staging staging-down test test-unit test-rules lint syntax collection-check molecule \
         bench-deploy bench-planner bench-image python-base
 
 help:  ## List the targets
@@ -48,7 +51,7 @@ staging: node-image wheelhouse  ## Two local container nodes serving a real vLLM
 staging-down:  ## Remove the staging nodes
 	ansible-playbook $(STAGING) playbooks/staging-down.yml
 
-test: test-unit test-rules lint syntax molecule  ## Everything CI runs: unit tests, alert-rule tests, linters, syntax check, molecule scenarios
+test: test-unit test-rules lint syntax collection-check molecule  ## Everything CI runs: unit tests, alert-rule tests, linters, syntax check, collection check, molecule scenarios
 
 test-unit: setup  ## pytest: planner, nvidia-smi parsing, diagnosis, compatibility, instance records
 	$(PY) -m pytest tests/unit -q
@@ -69,8 +72,12 @@ lint: setup  ## yamllint + ansible-lint (production profile)
 syntax: setup  ## ansible-playbook --syntax-check on every playbook
 	for p in deploy.yml playbooks/*.yml; do ansible-playbook $(STAGING) --syntax-check $$p || exit 1; done
 
+collection-check: setup  ## Build + install the collection vllm_deploy.fleet, use it by FQCN from a scratch operator repo (offline)
+	PY=$(PY) bash scripts/collection-check.sh
+
 molecule: node-image wheelhouse  ## Molecule scenarios on local Docker (SCENARIOS="default ...")
-	@failed=""; for s in $(SCENARIOS); do molecule test -s $$s || failed="$$failed $$s"; done; \
+	@failed=""; for s in $(SCENARIOS); do start=$$(date +%s); molecule test -s $$s || failed="$$failed $$s"; \
+	echo "scenario $$s: $$(( $$(date +%s) - start )) s"; done; \
 	if [ -n "$$failed" ]; then echo "molecule: failed scenarios:$$failed"; exit 1; fi; echo "molecule: all scenarios passed: $(SCENARIOS)"
 
 bench-deploy: node-image wheelhouse  ## Deploy timings on fresh staging nodes (prints figures)

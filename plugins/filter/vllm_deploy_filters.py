@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 import functools
-import os
 import sys
 
-from ansible.errors import AnsibleFilterError
+from ansible.errors import AnsibleError, AnsibleFilterError
 
-# The package of this plugin's own checkout wins over an installed one: a second worktree run with
-# another checkout's venv (or an older `pip install`) must not filter with stale rules.
-_CHECKOUT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-if os.path.isfile(os.path.join(_CHECKOUT, "vllm_deploy", "__init__.py")) and _CHECKOUT not in sys.path:
-    sys.path.insert(0, _CHECKOUT)
+# The logic lives in the vllm_deploy package, pip-installed beside Ansible: the collection ships it
+# (pyproject.toml at its root), so `pip install` of the installed collection's directory provides it.
+try:
+    import vllm_deploy  # noqa: F401
+except ImportError as exc:
+    raise AnsibleError(
+        f"the vllm_deploy.fleet filters need the Python package vllm_deploy, which Ansible's Python ({sys.executable}) "
+        "cannot import — pip install the installed collection's directory "
+        "(pip install ~/.ansible/collections/ansible_collections/vllm_deploy/fleet), or `pip install -e .` in a checkout"
+    ) from exc
 
-
-
-from vllm_deploy import instances, ladder, models  # noqa: E402
-from vllm_deploy import containers, instances, models  # noqa: E402
+from vllm_deploy import containers, instances, ladder, models  # noqa: E402
 
 
 def _filter(fn):

@@ -5,15 +5,13 @@ Runs inside the node through testinfra; the node drives the host's Docker engine
 
 import json
 import re
-import os
-import subprocess
-from pathlib import Path
+from functools import partial
 
 import pytest
+from helpers import ansible_playbook, converge_log, engine_http
 
 API_KEY = "molecule-api-key-c0mp0se"
 HF_TOKEN = "hf_moleculeComposeTokenMustNotLeak"
-PROJECT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).resolve().parents[3]))
 IMAGE_REPO = "vllm-deploy/img-compose"
 UID = 10001
 
@@ -35,22 +33,8 @@ def container(host, name):
     return json.loads(host.check_output(f"docker inspect {ids[0]}"))[0]
 
 
-def http(host, path, port, body=None, key=API_KEY):
-    """An HTTP request made on the node (stdlib Python: the node has no curl)."""
-    script = (
-        "import json,sys,urllib.request,urllib.error\n"
-        "url,body,key=sys.argv[1],sys.argv[2],sys.argv[3]\n"
-        "req=urllib.request.Request(url,data=body.encode() if body else None,"
-        "headers={'Content-Type':'application/json',**({'Authorization':'Bearer '+key} if key else {})})\n"
-        "try:\n r=urllib.request.urlopen(req,timeout=120); print(r.status); print(r.read().decode())\n"
-        "except urllib.error.HTTPError as e:\n print(e.code); print(e.read().decode())\n"
-    )
-    out = host.check_output(
-        "python3 -c %s %s %s %s",
-        script, f"http://127.0.0.1:{port}{path}", json.dumps(body) if body else "", key or "",
-    )
-    status, _, payload = out.partition("\n")
-    return int(status), payload
+# engine_http with this scenario's key; key=None sends none.
+http = partial(engine_http, key=API_KEY)
 
 
 @pytest.mark.parametrize("name", INSTANCES)
@@ -113,7 +97,7 @@ def test_secrets_only_in_the_0600_env_file(host, name):
 
 
 def test_secrets_never_reach_the_ansible_output():
-    text = (Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "ansible.log").read_text()
+    text = converge_log()
     assert "Write each instance's secrets file" in text
     assert API_KEY not in text and HF_TOKEN not in text
 
@@ -147,30 +131,20 @@ def test_image_is_multi_stage_slim(host):
     assert cmd.rc == 0, cmd.stderr
 
 
-def _role_run(*extra, playbook="deploy.yml"):
-    inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
-    env = dict(os.environ, ANSIBLE_CONFIG=str(Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "ansible.cfg"),
-               ANSIBLE_LOG_PATH="/dev/null")
-    return subprocess.run(
-        ["ansible-playbook", "-i", str(inventory), str(PROJECT / playbook), *extra],
-        capture_output=True, text=True, env=env, timeout=1200, cwd=PROJECT,
-    )
-
-
 def test_unchanged_inputs_do_not_rebuild_and_a_version_change_does(host):
     before = container(host, "img-a")["Config"]["Image"]
     image_id = host.check_output(f"docker image inspect -f '{{{{.Id}}}}' {before}")
-    run = _role_run("--tags", "image")
+    run = ansible_playbook("--tags", "image")
     assert run.returncode == 0, run.stdout[-3000:]
     assert "Build vllm-deploy/img-compose" in run.stdout and "changed=0" in run.stdout, run.stdout[-3000:]
     assert host.check_output(f"docker image inspect -f '{{{{.Id}}}}' {before}") == image_id
     # A different input gives a different tag (check mode: nothing is built).
-    run = _role_run("--tags", "image", "--check", "-e", '{"vllm_image_extra_packages": ["curl"]}')
+    run = ansible_playbook("--tags", "image", "--check", "-e", '{"vllm_image_extra_packages": ["curl"]}')
     assert run.returncode == 0, run.stdout[-3000:]
     tags = set(re.findall(r"vllm-deploy/img-compose:[\w.+-]+", run.stdout))
     assert any(t != before and t.startswith("vllm-deploy/img-compose:0.32.0-cpu-") for t in tags), run.stdout[-3000:]
     # A vLLM version without its torch pair is refused by the compatibility gate before anything is built.
-    run = _role_run("--tags", "image", "--check", "-e", '{"vllm_versions_override": {"vllm": {"cpu": {"version": "0.32.1"}}}}')
+    run = ansible_playbook("--tags", "image", "--check", "-e", '{"vllm_versions_override": {"vllm": {"cpu": {"version": "0.32.1"}}}}')
     assert run.returncode != 0 and "vllm_torch_pair" in run.stdout + run.stderr, run.stdout[-3000:]
 
 
@@ -186,7 +160,7 @@ def _instances(**img_a_flags):
 def test_check_mode_names_the_restart_and_changes_nothing(host):
     compose_file = "/etc/vllm/compose/img-a/compose.yml"
     before, running = host.file(compose_file).sha256sum, container(host, "img-a")["Id"]
-    run = _role_run("--check", "--diff", "-e", json.dumps({"vllm_instances": _instances(max_model_len=128)}))
+    run = ansible_playbook("--check", "--diff", "-e", json.dumps({"vllm_instances": _instances(max_model_len=128)}))
     out = " ".join(run.stdout.split())
     assert run.returncode == 0, out[-3000:]
     assert "vllm-img-a would be restarted with the new version and gated" in out, out[-3000:]
@@ -205,7 +179,7 @@ def test_a_version_that_cannot_start_is_rolled_back_and_the_previous_serves(host
     compose_file = "/etc/vllm/compose/img-a/compose.yml"
     before = host.file(compose_file).sha256sum
     other = container(host, "img-b")["Id"]
-    run = _role_run("-e", json.dumps({"vllm_plan_enforce": False, "vllm_instances": _instances(max_model_len=4096)}))
+    run = ansible_playbook("-e", json.dumps({"vllm_plan_enforce": False, "vllm_instances": _instances(max_model_len=4096)}))
     out = " ".join((run.stdout + run.stderr).split())  # Ansible's output wraps long lines
     assert run.returncode != 0, out[-3000:]
     assert "img-a failed its gate at health" in out, out[-3000:]
@@ -226,11 +200,15 @@ def test_rebuild_node_stops_a_compose_node_and_serves_it_again_through_the_same_
     rebuilt: its inputs did not change), models, plan, serve and the gate, never the venv."""
     image = container(host, "img-a")["Config"]["Image"]
     before = {name: container(host, name)["Id"] for name in INSTANCES}
-    run = _role_run(playbook="rebuild-node.yml")
+    run = ansible_playbook(playbook="rebuild-node.yml")
     out = " ".join((run.stdout + run.stderr).split())
     assert run.returncode == 0, out[-4000:]
     assert "before the rebuild: units vllm-img-a.service, vllm-img-b.service" in out, out[-4000:]
-    assert "TASK [python_stack" not in out                       # Compose mode serves from the image
+    # Compose mode serves from the image: the Python stack's tasks are all skipped, no venv appears.
+    stack = [chunk for chunk in out.split("TASK [python_stack : ")[1:]]
+    assert stack and all(" ok: " not in chunk.split("TASK [", 1)[0] and " changed: " not in chunk.split("TASK [", 1)[0]
+                         for chunk in stack), out[-4000:]
+    assert not host.file("/opt/vllm/venv").exists
     assert "TASK [vllm_image : Build " in out and "changed: [mol-compose-node] => (item=" not in out.split("TASK [vllm_image : Build ", 1)[1].split("TASK [", 1)[0]
     assert out.count("warm-up completion returned") == 2, out[-4000:]
     assert "vLLM units serving again: vllm-img-a, vllm-img-b" in out
@@ -247,7 +225,7 @@ def test_an_instance_that_left_the_inventory_is_taken_down_and_its_files_removed
     and secrets go, while img-a keeps serving in the same container."""
     kept = container(host, "img-a")["Id"]
     only_a = [i for i in _instances() if i["name"] == "img-a"]
-    run = _role_run("-e", json.dumps({"vllm_instances": only_a}))
+    run = ansible_playbook("-e", json.dumps({"vllm_instances": only_a}))
     assert run.returncode == 0, run.stdout[-3000:]
     ids = host.check_output("docker ps -aq --filter label=com.docker.compose.project=vllm-img-b").split()
     assert ids == []

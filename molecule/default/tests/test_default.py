@@ -5,15 +5,14 @@ Runs inside each node through testinfra; the bad-input test drives ansible-playb
 
 import json
 import os
-import subprocess
-from pathlib import Path
+from functools import partial
 
 import pytest
 import testinfra
+from helpers import ansible_playbook, converge_log, engine_http
 
 API_KEY = "molecule-api-key-7d1f0b"
 HF_TOKEN = "hf_moleculeTokenMustNotLeak42"
-PROJECT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).resolve().parents[3]))
 
 # What the scenario's inventory asks for, per node.
 EXPECTED = {
@@ -27,22 +26,8 @@ def expected(host):
     return EXPECTED[host.backend.get_hostname()]
 
 
-def http(host, path, port, body=None, key=API_KEY):
-    """An HTTP request made on the node itself (stdlib Python: the node has no curl)."""
-    script = (
-        "import json,sys,urllib.request,urllib.error\n"
-        "url,body,key=sys.argv[1],sys.argv[2],sys.argv[3]\n"
-        "req=urllib.request.Request(url,data=body.encode() if body else None,"
-        "headers={'Content-Type':'application/json',**({'Authorization':'Bearer '+key} if key else {})})\n"
-        "try:\n r=urllib.request.urlopen(req,timeout=120); print(r.status); print(r.read().decode())\n"
-        "except urllib.error.HTTPError as e:\n print(e.code); print(e.read().decode())\n"
-    )
-    out = host.check_output(
-        "python3 -c %s %s %s %s",
-        script, f"http://127.0.0.1:{port}{path}", json.dumps(body) if body else "", key or "",
-    )
-    status, _, payload = out.partition("\n")
-    return int(status), payload
+# engine_http with this scenario's key; key=None sends none.
+http = partial(engine_http, key=API_KEY)
 
 
 def test_unit_is_active_and_enabled(host, expected):
@@ -111,8 +96,7 @@ def test_secrets_never_reach_the_journal(host):
 
 
 def test_secrets_never_reach_the_ansible_output():
-    log = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "ansible.log"
-    text = log.read_text()
+    text = converge_log()
     assert "Write each instance's secrets file" in text  # the converge was logged
     assert API_KEY not in text
     assert HF_TOKEN not in text
@@ -122,16 +106,6 @@ def test_cuda_visible_devices_equals_the_pinned_gpus(host, expected):
     env = host.check_output(f"systemctl show -p Environment --value vllm-{expected['instance']}")
     visible = [v.split("=", 1)[1] for v in env.split() if v.startswith("CUDA_VISIBLE_DEVICES=")]
     assert visible == ([expected["gpus"]] if expected["gpus"] else [])
-
-
-def _ansible_playbook(*extra):
-    inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
-    env = dict(os.environ, ANSIBLE_CONFIG=str(Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "ansible.cfg"),
-               ANSIBLE_LOG_PATH="/dev/null")
-    return subprocess.run(
-        ["ansible-playbook", "-i", str(inventory), str(PROJECT / "deploy.yml"), *extra],
-        capture_output=True, text=True, env=env, timeout=300, cwd=PROJECT,
-    )
 
 
 def _node_state(host, instance):
@@ -160,7 +134,7 @@ def _node_state(host, instance):
 )
 def test_bad_input_fails_before_any_change(host, expected, bad_instances, message):
     before = _node_state(host, expected["instance"])
-    run = _ansible_playbook("-e", json.dumps({"vllm_instances": bad_instances}))
+    run = ansible_playbook("-e", json.dumps({"vllm_instances": bad_instances}), timeout=300)
     output = run.stdout + run.stderr
     assert run.returncode != 0
     assert message in output
@@ -191,7 +165,7 @@ def test_an_instance_that_left_the_inventory_is_stopped_and_its_files_removed():
     node.check_output("systemctl daemon-reload && systemctl enable --now vllm-gone.service")
     assert node.service("vllm-gone").is_running
     before = _node_state(node, "tiny")
-    run = _ansible_playbook("-l", "mol-default-node1")
+    run = ansible_playbook("-l", "mol-default-node1")
     assert run.returncode == 0, run.stdout[-3000:]
     assert not node.service("vllm-gone").is_running
     assert not node.file("/etc/systemd/system/vllm-gone.service").exists

@@ -10,13 +10,11 @@ Tests run in file order: the stop/start test comes last so the plan test reads t
 import json
 import os
 import re
-import subprocess
 import time
-from pathlib import Path
 
 import testinfra
+from helpers import PROJECT, ansible_playbook, converge_log
 
-PROJECT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).resolve().parents[3]))
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 NODE1, NODE2 = "mol-default-node1", "mol-default-node2"
 # What the scenario's inventory declares: host → (instance, port, gpus label).
@@ -133,8 +131,7 @@ def test_each_instance_has_a_plan_record_whose_actual_figure_is_the_one_its_star
                   for r in query(f'vllm_deploy_plan_kv_tokens{{host="{host}",vllm_instance="{instance}"}}')}
         assert series == {"planned": record["planned"]["kv_cache_tokens"], "actual": record["actual"]["kv_cache_tokens"]}
     # The converge printed it too.
-    log = (Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "ansible.log").read_text()
-    assert re.search(r"tiny: KV-cache tokens planned \d+, vLLM reported \d+", log)
+    assert re.search(r"tiny: KV-cache tokens planned \d+, vLLM reported \d+", converge_log(joined=True))
 
 
 def test_the_driver_and_foreign_process_alerts_fire_only_where_the_capture_says():
@@ -160,10 +157,7 @@ def test_every_dashboard_panel_query_returns_data():
 
 
 def test_status_yml_prints_one_row_per_instance():
-    env = dict(os.environ, ANSIBLE_CONFIG=str(Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "ansible.cfg"),
-               ANSIBLE_LOG_PATH="/dev/null")
-    run = subprocess.run(["ansible-playbook", "-i", str(Path(INVENTORY).parent), str(PROJECT / "status.yml")],
-                         capture_output=True, text=True, env=env, timeout=300, cwd=PROJECT)
+    run = ansible_playbook(playbook="status.yml", timeout=300)
     assert run.returncode == 0, run.stdout[-3000:]
     capture = json.loads(STANDIN.read_text())
     gpu1 = next(g for g in capture["gpus"] if g["index"] == 1)

@@ -7,32 +7,20 @@ with ansible-playbook, as an operator would), then the state after it. Every tes
 """
 
 import json
-import os
-import subprocess
-from pathlib import Path
 
 import pytest
+import helpers
 
 OLD = "535.261.03-1"             # bookworm non-free
 NEW = "535.309.01-0+deb12u1"     # bookworm-security non-free
 DRIVER_PACKAGES = ["nvidia-smi", "libcuda1", "libnvidia-ml1", "nvidia-alternative"]
 API_KEY = "molecule-api-key-drv-3c9e"
 UNIT = "vllm-tiny"
-PROJECT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).resolve().parents[3]))
 
 
 def playbook(name, *extra, timeout=900):
-    inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
-    env = dict(os.environ, ANSIBLE_CONFIG=str(Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "ansible.cfg"),
-               ANSIBLE_LOG_PATH="/dev/null", ANSIBLE_NOCOLOR="1")
-    run = subprocess.run(["ansible-playbook", "-i", str(inventory), str(PROJECT / name), *extra],
-                         capture_output=True, text=True, env=env, timeout=timeout, cwd=PROJECT)
-    return run, flat(run.stdout + run.stderr)
-
-
-def flat(text):
-    """Ansible's YAML output wraps long messages: compare with whitespace runs folded to one space."""
-    return " ".join(text.split())
+    run = helpers.ansible_playbook(*extra, playbook=name, timeout=timeout)
+    return run, run.output
 
 
 def pin(debian_version, **more):
@@ -58,18 +46,11 @@ def node_state(host):
 
 
 def completion(host):
-    script = (
-        "import json,sys,urllib.request\n"
-        "req=urllib.request.Request('http://127.0.0.1:8000/v1/completions',data=json.dumps({'model':'tiny-llama',"
-        "'prompt':'The quick brown fox','max_tokens':4,'temperature':0}).encode(),headers={'Content-Type':"
-        "'application/json','Authorization':'Bearer '+sys.argv[1]})\n"
-        "print(urllib.request.urlopen(req,timeout=120).read().decode())\n"
-    )
-    return json.loads(host.check_output("python3 -c %s %s", script, API_KEY))
+    return helpers.completion(host, 8000, key=API_KEY, prompt="The quick brown fox", max_tokens=4, temperature=0)
 
 
 def converge_log():
-    return flat((Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "ansible.log").read_text())
+    return helpers.converge_log(joined=True)
 
 
 # --- after converge: 535.261.03 pinned and held, vLLM serving ------------------------------------

@@ -4,38 +4,26 @@ Each test drives the real deploy (ansible-playbook) against the node and checks 
 """
 
 import json
-import os
-import subprocess
-from pathlib import Path
+
+from helpers import ansible_playbook, completion, converge_log
 
 API_KEY = "resilience-api-key-51c0"
-PROJECT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).resolve().parents[3]))
 TINY = {"path": "/srv/models/tiny-llama", "source": "generate",
         "generate": {"layers": 2, "hidden": 128, "heads": 2, "kv_heads": 1, "max_position": 2048}}
 
 
 def deploy(*extra, tags=None, extra_vars=None):
-    inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
-    env = dict(os.environ, ANSIBLE_CONFIG=str(Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "ansible.cfg"),
-               ANSIBLE_LOG_PATH="/dev/null")
-    cmd = ["ansible-playbook", "-i", str(inventory), str(PROJECT / "deploy.yml"), *extra]
+    """deploy.yml against the node; returns (rc, output with wrapped lines joined)."""
     if tags:
-        cmd += ["--tags", tags]
+        extra += ("--tags", tags)
     if extra_vars:
-        cmd += ["-e", json.dumps(extra_vars)]
-    run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200, cwd=PROJECT)
-    return run.returncode, run.stdout + run.stderr
+        extra += ("-e", json.dumps(extra_vars))
+    run = ansible_playbook(*extra)
+    return run.returncode, run.output
 
 
 def complete(host, port, max_tokens=3):
-    script = (
-        "import json,sys,urllib.request\n"
-        "req=urllib.request.Request(sys.argv[1],data=json.dumps({'model':'tiny-llama','prompt':'Hello',"
-        "'max_tokens':int(sys.argv[3])}).encode(),headers={'Content-Type':'application/json','Authorization':'Bearer '+sys.argv[2]})\n"
-        "print(json.dumps(json.load(urllib.request.urlopen(req,timeout=120))))\n"
-    )
-    return json.loads(host.check_output("python3 -c %s %s %s %s", script,
-                                        f"http://127.0.0.1:{port}/v1/completions", API_KEY, str(max_tokens)))
+    return completion(host, port, key=API_KEY, max_tokens=max_tokens)
 
 
 def exec_start(host, unit):
@@ -43,7 +31,7 @@ def exec_start(host, unit):
 
 
 def test_preflight_is_skipped_visibly_on_a_cpu_node():
-    log = (Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "ansible.log").read_text()
+    log = converge_log()
     assert "preflight skipped: mol-res-node1 serves the CPU build (no GPU to check)" in log
 
 
@@ -105,7 +93,7 @@ def test_the_degrade_ladder_brings_up_a_context_that_does_not_fit(host):
     assert report["first_failure"]["figures"]["estimated_max_model_len"] <= 65408
     assert report["steps"][0]["step"] == "max_model_len" and report["steps"][0]["ok"] is True
     assert report["final_flags"]["max_model_len"] <= 65408
-    assert "max_model_len did it" in " ".join(out.split())  # Ansible's YAML output wraps long lines
+    assert "max_model_len did it" in out  # deploy() joins Ansible's wrapped lines
     assert f"--max-model-len {report['final_flags']['max_model_len']}" in exec_start(host, "vllm-long")
     assert complete(host, 8001)["usage"]["completion_tokens"] == 3
     assert complete(host, 8000)["usage"]["completion_tokens"] == 3   # the other instance never stopped serving
