@@ -14,10 +14,12 @@ NODE_IMAGE ?= vllm-deploy/node:bookworm
 WHEELHOUSE ?= $(CURDIR)/.cache/wheelhouse
 export NODE_IMAGE WHEELHOUSE
 SCENARIOS ?= default resilience driver-upgrade compose
+# Throwaway venv (outside the repo) holding the pinned vLLM whose argument list is dumped.
+VLLM_ARGS_VENV ?= /var/tmp/vllm-args-venv
 STAGING   := -i inventory/staging/hosts.yml
 
 .PHONY: help setup prereqs node-image wheelhouse staging staging-down test test-unit test-rules lint syntax collection-check molecule \
-        bench-deploy bench-planner bench-image python-base
+        bench-deploy bench-planner bench-image python-base vllm-args check-vllm-args
 
 help:  ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -51,7 +53,7 @@ staging: node-image wheelhouse  ## Two local container nodes serving a real vLLM
 staging-down:  ## Remove the staging nodes
 	ansible-playbook $(STAGING) playbooks/staging-down.yml
 
-test: test-unit test-rules lint syntax collection-check molecule  ## Everything CI runs: unit tests, alert-rule tests, linters, syntax check, collection check, molecule scenarios
+test: test-unit test-rules lint syntax collection-check check-vllm-args molecule  ## Everything CI runs: unit tests, alert-rule tests, linters, syntax check, collection check, vLLM's argument list, molecule scenarios
 
 test-unit: setup  ## pytest: planner, nvidia-smi parsing, diagnosis, compatibility, instance records
 	$(PY) -m pytest tests/unit -q
@@ -74,6 +76,12 @@ syntax: setup  ## ansible-playbook --syntax-check on every playbook
 
 collection-check: setup  ## Build + install the collection vllm_deploy.fleet, use it by FQCN from a scratch operator repo (offline)
 	PY=$(PY) bash scripts/collection-check.sh
+
+vllm-args: wheelhouse  ## Dump the pinned vLLM's server arguments into vllm_deploy/data/vllm-args (what validation checks flags against)
+	$(PY) scripts/vllm_args.py --venv $(VLLM_ARGS_VENV) --wheelhouse $(WHEELHOUSE)
+
+check-vllm-args: wheelhouse  ## Fail when vllm_deploy/data/vllm-args differs from the pinned vLLM's own argument list
+	$(PY) scripts/vllm_args.py --venv $(VLLM_ARGS_VENV) --wheelhouse $(WHEELHOUSE) --check
 
 molecule: node-image wheelhouse  ## Molecule scenarios on local Docker (SCENARIOS="default ...")
 	@failed=""; for s in $(SCENARIOS); do start=$$(date +%s); molecule test -s $$s || failed="$$failed $$s"; \

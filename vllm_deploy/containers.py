@@ -58,3 +58,17 @@ def container_env(record: dict[str, Any]) -> dict[str, str]:
 def device_ids(record: dict[str, Any]) -> list[str]:
     """GPU indexes or UUIDs for the Compose device request, as strings (Compose requires strings)."""
     return [str(d) for d in record["devices"]]
+
+
+def compose_escape(value: Any) -> Any:
+    """A value as a Compose file must spell it: Compose interpolates `$VAR`/`${VAR}` in every string,
+    so a literal `$` (a served name, a path, a flag's JSON) is written `$$`. Mappings and lists recursively."""
+    if isinstance(value, str):
+        return value.replace("$", "$$")
+    if isinstance(value, dict):
+        return {compose_escape(k): compose_escape(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [compose_escape(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    raise TypeError(f"a Compose value is a string, number, boolean, list or mapping, not {type(value).__name__}")

@@ -15,8 +15,20 @@ import json
 import re
 from typing import Any
 
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,47}$")
-FLAG_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,47}")
+FLAG_RE = re.compile(r"[a-z][a-z0-9_]*")
+MODEL_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+SERVED_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,255}")
+ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Absolute, and no character the Compose volume syntax (`:`) or a unit's line structure would split on.
+PATH_RE = re.compile(r"/[^\s:]*")
+# Any character that starts a new line or escapes in a unit, a Compose file, a terminal or a command line.
+CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+INSTANCE_KEYS = ("name", "model", "gpus", "port", "bind", "flags", "env", "cpu_kv_cache_space_gib")
+MODEL_KEYS = ("path", "source", "served_name", "generate", "private")
+# roles/vllm_model/files/tiny_model.py's options (a `source: generate` model's shape).
+GENERATE_KEYS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "max_position", "vocab", "seed")
 
 # Flags the seed posts recommend that current vLLM rejects or ignores; refusing them here is kinder
 # than a unit that crash-loops on "unrecognized arguments".
@@ -36,7 +48,27 @@ RESERVED_FLAGS = {
     "host": "set `bind` on the instance",
     "port": "set `port` on the instance",
     "api_key": "put the key in vault_vllm_api_key (it is passed through a 0600 environment file)",
+    "config": "put the arguments under `flags` (a config file would override host, port and the API key unseen)",
+    "headless": "a headless engine serves no API for the deploy's gate; run it outside vllm-deploy",
+    "hf_token": "put it in vault_hf_token (it reaches the node only in the 0600 environment file, not the command line)",
+    "uds": "the deploy serves and gates each instance on bind:port; remove it",
 }
+# Environment the deploy owns: overriding it under `env` would break GPU pinning, the mounts or the secrets file.
+OWNED_ENV = {
+    "CUDA_VISIBLE_DEVICES": "pin GPUs with the instance's `gpus` (the deploy sets CUDA_VISIBLE_DEVICES from it)",
+    "CUDA_DEVICE_ORDER": "the deploy sets PCI_BUS_ID so CUDA numbers GPUs as nvidia-smi does; remove it",
+    "NVIDIA_VISIBLE_DEVICES": "pin GPUs with the instance's `gpus` (Compose mode requests exactly those)",
+    "HF_TOKEN": "put it in vault_hf_token (it reaches the node only in the 0600 environment file)",
+    "HUGGING_FACE_HUB_TOKEN": "put it in vault_hf_token (it reaches the node only in the 0600 environment file)",
+    "VLLM_API_KEY": "put it in vault_vllm_api_key (it reaches the node only in the 0600 environment file)",
+    "HF_HOME": "set vllm_hf_home (the deploy creates and mounts it)",
+    "VLLM_CACHE_ROOT": "set vllm_cache_root (the deploy creates and mounts it)",
+    "HF_HUB_OFFLINE": "set vllm_hf_hub_offline",
+    "VLLM_CPU_KVCACHE_SPACE": "set cpu_kv_cache_space_gib on the instance or vllm_cpu_kv_cache_space_gib",
+    "HOME": "the unit sets HOME to vllm_home; remove it",
+    "VLLM_DEPLOY_PORT": "the deploy sets it to the instance's port for the image's health check; remove it",
+}
+ENGINES = ("auto", "gpu", "cpu")
 MODEL_SOURCES = ("present", "generate")
 
 
@@ -45,43 +77,235 @@ def _is_int(value: Any) -> bool:
 
 
 def _is_gpu_ref(value: Any) -> bool:
-    return (_is_int(value) and value >= 0) or (isinstance(value, str) and value.startswith(("GPU-", "MIG-")))
+    return (_is_int(value) and value >= 0) or (
+        isinstance(value, str) and re.fullmatch(r"(GPU|MIG)-[A-Za-z0-9/-]+", value) is not None)
 
 
-def validate_inventory(models: Any, instances: Any, *, host: str = "", gpus: list[dict] | None = None) -> list[str]:
+def _plain(value: Any) -> Any:
+    """Builtin types for whatever Ansible passes (its tagged str/dict/list subclasses), recursively."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, dict):
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    return value
+
+
+def control_char(value: Any) -> str | None:
+    """The first control character anywhere in a value (keys of mappings included), as U+XXXX."""
+    if isinstance(value, str):
+        hit = CONTROL_RE.search(value)
+        return f"U+{ord(hit.group()):04X}" if hit else None
+    if isinstance(value, dict):
+        return next((c for kv in value.items() for c in map(control_char, kv) if c), None)
+    if isinstance(value, (list, tuple)):
+        return next((c for c in map(control_char, value) if c), None)
+    return None
+
+
+def _dash_value(value: Any) -> str | None:
+    """A string value (or list item) vLLM's parser would read as an option instead of a value."""
+    items = value if isinstance(value, (list, tuple)) else [value]
+    for item in items:
+        if isinstance(item, str) and item.startswith("-"):
+            try:
+                float(item)
+            except ValueError:
+                return item
+    return None
+
+
+def _closest(name: str, names: Any) -> str | None:
+    from vllm_deploy import vllm_args
+
+    return vllm_args.closest(name, names)
+
+
+def _describe(value: Any) -> str:
+    from vllm_deploy import vllm_args
+
+    return f"{vllm_args.type_name(value)} {value!r}"
+
+
+def _bind_problem(bind: Any) -> tuple[str, str] | None:
+    if isinstance(bind, str) and not control_char(bind):
+        try:
+            ipaddress.ip_address(bind)
+            return None
+        except ValueError:
+            pass
+    if isinstance(bind, bool):
+        return (f"must be a string holding an IP address, got boolean {bind!r} (YAML reads yes/no/on/off as booleans)",
+                "quote the address, e.g. bind: \"127.0.0.1\"")
+    if not isinstance(bind, str):
+        return (f"must be a string holding an IP address, got {_describe(bind)}",
+                "quote the address, e.g. bind: \"127.0.0.1\" (local only) or \"0.0.0.0\" (all interfaces)")
+    return (f"{bind!r} is not an IP address", "use 127.0.0.1 (local only) or 0.0.0.0 (all interfaces)")
+
+
+def _beyond_localhost(bind: Any) -> bool:
+    if not isinstance(bind, str):
+        return False  # refused as not an address already
+    try:
+        return not ipaddress.ip_address(bind).is_loopback
+    except (ValueError, TypeError):
+        return False
+
+
+def validate_fleet(values: Any, *, host: str = "") -> list[str]:
+    """The fleet-wide inputs a host sees (group or host level): vllm_bind, vllm_engine and the
+    vllm_versions_override entries. `values`: {name: value}; a name left out is not checked."""
+    from vllm_deploy import compat
+
+    where = f"{host}: " if host else ""
+    values = _plain(values or {})
+    errors: list[str] = []
+    if "vllm_bind" in values:
+        problem = _bind_problem(values["vllm_bind"])
+        if problem:
+            errors.append(f"{where}vllm_bind: {problem[0]} — {problem[1]}")
+    if "vllm_engine" in values:
+        engine = values["vllm_engine"]
+        if engine not in ENGINES:
+            guess = _closest(engine, ENGINES) if isinstance(engine, str) else None
+            errors.append(f"{where}vllm_engine: {_describe(engine)} is not a vLLM build — "
+                          + (f"did you mean {guess}? " if guess else "")
+                          + "use auto (GPU build when nvidia-smi finds GPUs), gpu or cpu")
+    if "vllm_versions_override" in values:
+        override = values["vllm_versions_override"]
+        if override is None:
+            override = {}
+        if not isinstance(override, dict):
+            errors.append(f"{where}vllm_versions_override: must be a mapping of pins to override, got {_describe(override)}"
+                          " — e.g. vllm_versions_override: {nvidia_driver: {debian_version: \"535.261.03-1\"}}")
+        else:
+            errors += [f"{where}{line}" for line in _override_problems(override, compat.load_versions(), "vllm_versions_override")]
+    return errors
+
+
+# A pinned version, package or source word: what apt and pip take as one token.
+PIN_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+_~:-]*")
+
+
+def _override_problems(override: dict, base: Any, var: str) -> list[str]:
+    out = []
+    for key, value in override.items():
+        path = f"{var}.{key}"
+        if not isinstance(base, dict) or key not in base:
+            known = list(base) if isinstance(base, dict) else []
+            guess = _closest(str(key), known) if known else None
+            fix = f"did you mean {guess}?" if guess else f"override a key of vllm_deploy/data/versions.yaml ({', '.join(map(str, known)) or 'none here'})"
+            out.append(f"{path}: is not a pin of vllm_deploy/data/versions.yaml — {fix}")
+            continue
+        want = base[key]
+        if isinstance(want, dict):
+            if not isinstance(value, dict):
+                out.append(f"{path}: must be a mapping, got {_describe(value)} — override single keys, e.g. {key}: {{{next(iter(want), 'key')}: ...}}")
+            else:
+                out += _override_problems(value, want, path)
+        elif isinstance(want, list):
+            if not isinstance(value, list) or not all(isinstance(v, str) and PIN_RE.fullmatch(v) for v in value):
+                out.append(f"{path}: must be a list of package names, got {_describe(value)} — e.g. {key}: [torchvision]")
+        elif value is None and want is None:
+            continue
+        elif not isinstance(value, str):
+            out.append(f"{path}: must be a string, got {_describe(value)} — quote it (YAML reads 0.33 as a number and drops trailing zeros)")
+        elif control_char(value) or not PIN_RE.fullmatch(value):
+            out.append(f"{path}: {value!r} is not a version or package name — use letters, digits and . + _ ~ : - only")
+    return out
+
+
+def validate_inventory(models: Any, instances: Any, *, host: str = "", gpus: list[dict] | None = None,
+                       fleet: dict[str, Any] | None = None) -> list[str]:
     """Return every problem with a host's vllm_models / vllm_instances, each naming the variable and the fix.
 
-    With `gpus` (the node's GPU facts) it also checks that each pinned GPU exists.
-    """
+    With `gpus` (the node's GPU facts) it also checks that each pinned GPU exists. `fleet` carries what
+    the host's fleet-wide inputs say: bind (vllm_bind), engine, versions (the merged pins), api_key
+    (whether one is set) and private_network (vllm_private_network); flags are checked against the
+    pinned vLLM's argument list (vllm_deploy/data/vllm-args)."""
+    from vllm_deploy import compat, vllm_args
+
     where = f"{host}: " if host else ""
     errors: list[str] = []
+    fleet_given = fleet is not None
+    models, instances, fleet = _plain(models), _plain(instances), _plain(fleet or {})
 
     def err(var: str, problem: str, fix: str) -> None:
         errors.append(f"{where}{var}: {problem} — {fix}")
 
+    def unknown_keys(var: str, item: dict, known: tuple[str, ...]) -> None:
+        for key in item:
+            if key not in known:
+                guess = _closest(str(key), known)
+                err(f"{var}.{key}", "is not a setting vllm-deploy reads",
+                    f"did you mean {guess}?" if guess else f"use {', '.join(known)}")
+
     if not isinstance(models, dict):
-        err("vllm_models", f"must be a mapping of model name to settings, got {type(models).__name__}",
+        err("vllm_models", f"must be a mapping of model name to settings, got {_describe(models)}",
             "see inventory/example/group_vars/gpu-nodes/vllm.yml")
         models = {}
     for mname, model in models.items():
         var = f"vllm_models.{mname}"
-        if not isinstance(model, dict):
-            err(var, "must be a mapping", "give at least `path: /srv/models/NAME`")
+        if not isinstance(mname, str) or not MODEL_NAME_RE.fullmatch(mname):
+            err(f"vllm_models[{mname!r}]", "is not a valid model name",
+                "use letters, digits, dots, underscores and dashes (it names the model in the instance records)")
             continue
+        if not isinstance(model, dict):
+            err(var, f"must be a mapping, got {_describe(model)}", "give at least `path: /srv/models/NAME`")
+            continue
+        unknown_keys(var, model, MODEL_KEYS)
         path = model.get("path")
         if not isinstance(path, str) or not path.startswith("/"):
             err(f"{var}.path", f"must be an absolute path on the node, got {path!r}", "e.g. path: /srv/models/Qwen2.5-7B-Instruct")
+        elif control_char(path):
+            err(f"{var}.path", f"contains the control character {control_char(path)}", "remove it (the path reaches the unit, the Compose file and vLLM's command line)")
+        elif not PATH_RE.fullmatch(path):
+            err(f"{var}.path", f"{path!r} holds a space or a colon", "use a path without spaces or colons (Compose splits volumes on `:`)")
         source = model.get("source", "present")
         if source not in MODEL_SOURCES:
             err(f"{var}.source", f"unknown source {source!r}", f"use one of {', '.join(MODEL_SOURCES)}")
         served = model.get("served_name", mname)
-        if not isinstance(served, str) or not served or any(c.isspace() for c in served):
-            err(f"{var}.served_name", f"must be a non-empty name without spaces, got {served!r}", "e.g. served_name: qwen2.5-7b")
+        if not isinstance(served, str) or not SERVED_NAME_RE.fullmatch(served):
+            err(f"{var}.served_name", f"must be a name of letters, digits and . _ : / @ + -, got {served!r}", "e.g. served_name: qwen2.5-7b")
+        if "private" in model and not isinstance(model["private"], bool):
+            err(f"{var}.private", f"must be true or false, got {_describe(model['private'])}",
+                "set private: true for weights only the service user may read")
+        generate = model.get("generate", {})
+        if not isinstance(generate, dict):
+            err(f"{var}.generate", f"must be a mapping of the tiny model's shape, got {_describe(generate)}", "e.g. generate: {layers: 2, hidden: 128}")
+            generate = {}
+        for key, value in generate.items():
+            if key not in GENERATE_KEYS:
+                guess = _closest(str(key), GENERATE_KEYS)
+                err(f"{var}.generate.{key}", "is not a shape setting of the tiny-model generator",
+                    f"did you mean {guess}?" if guess else f"use {', '.join(GENERATE_KEYS)}")
+            elif not _is_int(value) or value < (0 if key == "seed" else 1):
+                err(f"{var}.generate.{key}", f"must be a positive integer, got {_describe(value)}", f"e.g. {key}: 2")
 
     if not isinstance(instances, list):
-        err("vllm_instances", f"must be a list of instances, got {type(instances).__name__}",
+        err("vllm_instances", f"must be a list of instances, got {_describe(instances)}",
             "e.g. vllm_instances: [{name: qwen-0, model: qwen7b, gpus: [0], port: 8000}]")
         return errors
+
+    # Flags against vLLM's argument list only where the fleet inputs say which build serves (play 1);
+    # the re-checks after gpu_facts only look at the GPUs again.
+    spec = None
+    if fleet_given:
+        try:
+            spec = vllm_args.for_pins(fleet.get("versions") or compat.load_versions(), str(fleet.get("engine", "auto")))
+        except ValueError as exc:
+            err("vllm_versions_override", str(exc), "pin a vLLM version with a dump in vllm_deploy/data/vllm-args")
+            return errors
+    default_bind = fleet.get("bind", "127.0.0.1")
+    key_set = bool(fleet.get("api_key"))
+    private = fleet.get("private_network") is True
 
     seen_names: dict[str, int] = {}
     seen_ports: dict[int, str] = {}
@@ -91,10 +315,11 @@ def validate_inventory(models: Any, instances: Any, *, host: str = "", gpus: lis
     for i, inst in enumerate(instances):
         var = f"vllm_instances[{i}]"
         if not isinstance(inst, dict):
-            err(var, "must be a mapping", "give name, model, gpus and port")
+            err(var, f"must be a mapping, got {_describe(inst)}", "give name, model, gpus and port")
             continue
+        unknown_keys(var, inst, INSTANCE_KEYS)
         name = inst.get("name")
-        if not isinstance(name, str) or not NAME_RE.match(name):
+        if not isinstance(name, str) or not NAME_RE.fullmatch(name):
             err(f"{var}.name", f"{name!r} is not a valid instance name",
                 "use lower-case letters, digits and dashes (it becomes the unit name vllm-NAME)")
         elif name in seen_names:
@@ -104,9 +329,11 @@ def validate_inventory(models: Any, instances: Any, *, host: str = "", gpus: lis
         label = name if isinstance(name, str) else var
 
         model = inst.get("model")
-        if model not in models:
+        if not isinstance(model, str) or model not in models:
             known = ", ".join(sorted(models)) or "none defined"
-            err(f"{var}.model", f"{model!r} is not a key of vllm_models (known: {known})", "add it to vllm_models or fix the name")
+            guess = _closest(model, models) if isinstance(model, str) else None
+            err(f"{var}.model", f"{model!r} is not a key of vllm_models (known: {known})",
+                f"did you mean {guess}?" if guess else "add it to vllm_models or fix the name")
 
         port = inst.get("port")
         if not _is_int(port) or not 1 <= port <= 65535:
@@ -116,16 +343,18 @@ def validate_inventory(models: Any, instances: Any, *, host: str = "", gpus: lis
         else:
             seen_ports[port] = label
 
-        bind = inst.get("bind")
-        if bind is not None:
-            try:
-                ipaddress.ip_address(bind)
-            except (ValueError, TypeError):
-                err(f"{var}.bind", f"{bind!r} is not an IP address", "use 127.0.0.1 (local only) or 0.0.0.0 (all interfaces)")
+        if "bind" in inst:
+            problem = _bind_problem(inst["bind"])
+            if problem:
+                err(f"{var}.bind", *problem)
+        bind, bind_var = (inst["bind"], f"{var}.bind") if "bind" in inst else (default_bind, "vllm_bind")
+        if fleet_given and _beyond_localhost(bind) and not key_set and not private:
+            err(bind_var, f"instance {label} listens on {bind} (beyond localhost) without an API key",
+                "set vault_vllm_api_key, bind 127.0.0.1, or set vllm_private_network: true if only a trusted network reaches this node")
 
         devices = inst.get("gpus", [])
         if not isinstance(devices, list):
-            err(f"{var}.gpus", f"must be a list of GPU indexes, got {devices!r}", "e.g. gpus: [0] or gpus: [0, 1]; [] on CPU nodes")
+            err(f"{var}.gpus", f"must be a list of GPU indexes, got {_describe(devices)}", "e.g. gpus: [0] or gpus: [0, 1]; [] on CPU nodes")
             devices = []
         for dev in devices:
             if not _is_gpu_ref(dev):
@@ -143,40 +372,82 @@ def validate_inventory(models: Any, instances: Any, *, host: str = "", gpus: lis
                     err(f"{var}.gpus", f"GPU {dev} does not exist on this node (nvidia-smi lists: {have})",
                         "pin GPUs the node has, or fix the node's driver if GPUs are missing")
 
+        kv_space = inst.get("cpu_kv_cache_space_gib")
+        if kv_space is not None and (not isinstance(kv_space, (int, float)) or isinstance(kv_space, bool) or kv_space <= 0):
+            err(f"{var}.cpu_kv_cache_space_gib", f"must be a positive number of GiB, got {_describe(kv_space)}", "e.g. cpu_kv_cache_space_gib: 4")
+
         flags = inst.get("flags", {})
+        if flags is None:
+            flags = {}
         if not isinstance(flags, dict):
-            err(f"{var}.flags", f"must be a mapping of vLLM flags, got {flags!r}", "e.g. flags: {max_model_len: 8192}")
+            err(f"{var}.flags", f"must be a mapping of vLLM flags, got {_describe(flags)}", "e.g. flags: {max_model_len: 8192}")
             flags = {}
         for flag, value in flags.items():
-            if not isinstance(flag, str) or not FLAG_RE.match(flag):
-                err(f"{var}.flags", f"{flag!r} is not a flag name", "use vLLM's argument names in snake_case, e.g. max_model_len")
-            elif flag in RESERVED_FLAGS:
-                err(f"{var}.flags.{flag}", "is set by the deploy itself", RESERVED_FLAGS[flag])
-            elif STALE_FLAGS.get(flag):
-                err(f"{var}.flags.{flag}", "is a stale flag", STALE_FLAGS[flag])
-            elif (flag, value) in STALE_VALUES:
-                err(f"{var}.flags.{flag}", f"{value!r} is rejected by vLLM", STALE_VALUES[(flag, value)])
+            if not isinstance(flag, str) or not FLAG_RE.fullmatch(flag):
+                snake = flag.strip().lstrip("-").replace("-", "_") if isinstance(flag, str) else ""
+                err(f"{var}.flags", f"{flag!r} is not a flag name",
+                    f"did you mean {snake}?" if FLAG_RE.fullmatch(snake) and (spec is None or snake in spec["flags"])
+                    else "use vLLM's argument names in snake_case, e.g. max_model_len")
+                continue
+            fvar = f"{var}.flags.{flag}"
+            if flag in RESERVED_FLAGS:
+                err(fvar, "is set by the deploy itself", RESERVED_FLAGS[flag])
+            elif flag in STALE_FLAGS:
+                err(fvar, "is a stale flag", STALE_FLAGS[flag])
+            elif isinstance(value, str) and (flag, value) in STALE_VALUES:
+                err(fvar, f"{value!r} is rejected by vLLM", STALE_VALUES[(flag, value)])
+            elif control_char(value):
+                err(fvar, f"contains the control character {control_char(value)}", "remove it (flag values reach vLLM's command line and the unit)")
+            elif _dash_value(value) is not None:
+                err(fvar, f"value {_dash_value(value)!r} starts with a dash, so vLLM would read it as an option",
+                    "give the value itself; every option is a key of its own under flags")
+            elif spec is not None:
+                for problem, fix in vllm_args.flag_problems(flag, value, spec):
+                    err(fvar, problem, fix)
         tp = flags.get("tensor_parallel_size", 1)
         pp = flags.get("pipeline_parallel_size", 1)
-        if devices and _is_int(tp) and _is_int(pp) and "tensor_parallel_size" in flags and tp * pp != len(devices):
-            err(f"{var}.flags.tensor_parallel_size", f"TP {tp} x PP {pp} = {tp * pp} GPUs but {len(devices)} are pinned",
-                "pin exactly TP x PP GPUs, or drop tensor_parallel_size (it defaults to the number of pinned GPUs)")
+        if devices and _is_int(tp) and _is_int(pp) and tp > 0 and pp > 0:
+            if "tensor_parallel_size" in flags and tp * pp != len(devices):
+                err(f"{var}.flags.tensor_parallel_size", f"TP {tp} x PP {pp} = {tp * pp} GPUs but {len(devices)} are pinned",
+                    "pin exactly TP x PP GPUs, or drop tensor_parallel_size (it defaults to the number of pinned GPUs)")
+            elif "tensor_parallel_size" not in flags and len(devices) % pp:
+                err(f"{var}.flags.pipeline_parallel_size", f"PP {pp} does not divide the {len(devices)} pinned GPUs",
+                    "pin a multiple of pipeline_parallel_size GPUs (TP is the pinned GPUs / PP)")
+
         env = inst.get("env", {})
+        if env is None:
+            env = {}
         if not isinstance(env, dict):
-            err(f"{var}.env", f"must be a mapping of environment variables, got {env!r}", "e.g. env: {VLLM_LOGGING_LEVEL: DEBUG}")
-        elif any(k in ("HF_TOKEN", "VLLM_API_KEY", "HUGGING_FACE_HUB_TOKEN") for k in env):
-            err(f"{var}.env", "holds a secret in plain inventory", "put it in vault_hf_token / vault_vllm_api_key instead")
+            err(f"{var}.env", f"must be a mapping of environment variables, got {_describe(env)}", "e.g. env: {VLLM_LOGGING_LEVEL: DEBUG}")
+            env = {}
+        for key, value in env.items():
+            evar = f"{var}.env.{key}"
+            if not isinstance(key, str) or not ENV_KEY_RE.fullmatch(key):
+                err(f"{var}.env", f"{key!r} is not an environment variable name", "use letters, digits and underscores, not starting with a digit")
+            elif key in OWNED_ENV:
+                err(evar, "is set by the deploy itself", OWNED_ENV[key])
+            elif isinstance(value, bool) or not isinstance(value, (str, int, float)):
+                err(evar, f"must be a string or a number, got {_describe(value)}",
+                    "quote it (YAML reads yes/no/on/off as booleans), e.g. VLLM_USE_V1: \"1\"")
+            elif control_char(value):
+                err(evar, f"contains the control character {control_char(value)}", "remove it (the value becomes a line of the unit and the Compose file)")
     return errors
 
 
 def flags_to_argv(flags: dict[str, Any]) -> list[str]:
-    """snake_case flags → vLLM's argv: True → bare flag, False/None → omitted, lists → repeated values."""
+    """snake_case flags → vLLM's argv: True → bare flag, None → omitted, lists → repeated values; False →
+    omitted, or `--no-FLAG` where vLLM's default is not already false (enable_prefix_caching: false
+    must turn prefix caching off, not leave vLLM's own choice)."""
+    from vllm_deploy import vllm_args
+
     argv: list[str] = []
     for key in sorted(flags):
         value = flags[key]
         opt = "--" + key.replace("_", "-")
         if value is True:
             argv.append(opt)
+        elif value is False and vllm_args.negation(key):
+            argv.append(vllm_args.negation(key))
         elif value is False or value is None:
             continue
         elif isinstance(value, (list, tuple)):
@@ -193,11 +464,23 @@ def systemd_quote(argv: list[str]) -> str:
     """Quote argv for a unit's ExecStart= (systemd splits on whitespace and quotes; `%` and `$` expand)."""
     out = []
     for arg in argv:
+        if control_char(arg):
+            raise ValueError(f"{arg!r} holds the control character {control_char(arg)}: it cannot be one ExecStart= argument")
         arg = arg.replace("%", "%%").replace("$", "$$")
         if not arg or re.search(r"[\s\"'\\;]", arg):
             arg = '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
         out.append(arg)
     return " ".join(out)
+
+
+def systemd_environment(key: Any, value: Any) -> str:
+    """One `Environment=` assignment, quoted for systemd (which unescapes \\ and \" in quotes and expands `%`)."""
+    key, value = str(key), str(value)
+    if not ENV_KEY_RE.fullmatch(key):
+        raise ValueError(f"{key!r} is not an environment variable name")
+    if control_char(value):
+        raise ValueError(f"the value of {key} holds the control character {control_char(value)}: it would end the unit's line")
+    return '"' + f"{key}={value}".replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%") + '"'
 
 
 def build_instance(
@@ -245,7 +528,7 @@ def build_instance(
     ] + flags_to_argv(flags)
     unit = f"vllm-{inst['name']}"
     compose = defaults.get("mode") == "compose"
-    return {
+    record = {
         "name": inst["name"],
         "unit": unit,
         # Who keeps the engine running, and what the gate watches for a crash loop: the unit itself,
@@ -262,6 +545,30 @@ def build_instance(
         "plan": (plan or {}).get("plan", {}),
         "verdict": (plan or {}).get("verdict", "pinned"),
     }
+    refuse_unsafe(record)
+    return record
+
+
+def refuse_unsafe(record: dict[str, Any]) -> None:
+    """Raise ValueError when a record holds what would add a line to a unit or Compose file, or an option
+    to vLLM's command line: the validation play refuses these first, this holds even when it was skipped."""
+    name = record.get("name")
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+        raise ValueError(f"instance name {name!r} is not lower-case letters, digits and dashes")
+    fields = {"model.path": record["model"]["path"], "model.served_name": record["model"]["served_name"],
+              "bind": record["bind"], "devices": record["devices"], "env": record["env"], "argv": record["argv"]}
+    for field, value in fields.items():
+        char = control_char(value)
+        if char:
+            raise ValueError(f"instance {name}: {field} contains the control character {char}; "
+                             "it would reach the unit, the Compose file or the command line")
+    for key in record["env"]:
+        if not ENV_KEY_RE.fullmatch(str(key)):
+            raise ValueError(f"instance {name}: {key!r} is not an environment variable name")
+    for key, value in record["flags"].items():
+        if _dash_value(value) is not None:
+            raise ValueError(f"instance {name}: flag {key} has the value {_dash_value(value)!r}, "
+                             "which vLLM would read as an option")
 
 
 def gate_url(record: dict[str, Any]) -> str:

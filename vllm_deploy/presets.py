@@ -25,14 +25,6 @@ from vllm_deploy.planner import (
 _DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 MARGIN = 0.03   # planner error margin on KV memory (bench: all calibration points within 2%)
 
-# Flags choose_flags may emit; anything else pinned is passed through unchecked only if vLLM has it.
-_KNOWN_FLAGS = {
-    "max_model_len", "max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization", "enforce_eager",
-    "quantization", "tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype", "dtype",
-    "cpu_offload_gb", "block_size", "enable_prefix_caching", "kv_cache_memory_bytes", "trust_remote_code",
-    "served_model_name", "max_logprobs", "enable_chunked_prefill", "data_parallel_size", "seed",
-    "enable_expert_parallel", "distributed_executor_backend", "generation_config", "limit_mm_per_prompt",
-}
 # Seed-post flags vLLM no longer accepts (or never did): refuse them instead of rendering a broken unit.
 _REJECTED_FLAGS = {"swap_space": "V1 never uses it; deprecated in 0.18 and removed",
                    "tokenizer_pool_size": "removed by vLLM 0.10", "tokenizer_pool_type": "removed by vLLM 0.10"}
@@ -131,10 +123,17 @@ def choose_flags(*, config: dict, weights_bytes: int | None, device: dict, pinne
     if str(pinned.get("kv_cache_dtype", "auto")) in ("fp16", "fp32", "float32"):
         raise PlanError(f"pinned kv_cache_dtype={pinned['kv_cache_dtype']!r} is not a vLLM value; "
                         "use auto (= model dtype), float16, bfloat16 or fp8")
-    unknown = set(pinned) - _KNOWN_FLAGS
+    # Any argument of the pinned vLLM may be pinned (vLLM's own list, data/vllm-args); the planner
+    # models the memory-relevant ones and passes the rest through.
+    from vllm_deploy import compat, vllm_args
+
+    spec = vllm_args.for_pins(compat.load_versions(), "cpu" if device["kind"] == "cpu" else "gpu")
+    unknown = sorted(set(pinned) - set(spec["flags"]))
     if unknown:
-        raise PlanError(f"pinned flags {sorted(unknown)} are not vLLM engine arguments the planner knows; "
-                        "use snake_case vLLM names (max_model_len, max_num_seqs, ...)")
+        guesses = {k: vllm_args.closest(k, spec["flags"]) for k in unknown}
+        hint = "; ".join(f"{k}: did you mean {g}?" for k, g in guesses.items() if g)
+        raise PlanError(f"pinned flags {unknown} are not arguments of {spec['label']}; "
+                        + (hint or "use snake_case vLLM names (max_model_len, max_num_seqs, ...)"))
     model = ModelInfo.from_config(config, weights_bytes)
     limit = model.max_model_len_limit
     floor_len = int(floors.get("max_model_len") or 1)

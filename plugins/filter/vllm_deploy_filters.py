@@ -18,6 +18,7 @@ except ImportError as exc:
         "(pip install ~/.ansible/collections/ansible_collections/vllm_deploy/fleet), or `pip install -e .` in a checkout"
     ) from exc
 
+
 from vllm_deploy import containers, instances, ladder, models  # noqa: E402
 
 
@@ -49,11 +50,20 @@ def _expect(value, types, what):
 
 
 @_filter
-def vllm_inventory_errors(models, vllm_instances, host="", gpus=None):
+def vllm_inventory_errors(models, vllm_instances, host="", gpus=None, fleet=None):
     """Every problem with a host's vllm_models / vllm_instances, each naming the variable and the fix."""
     _expect(host, (str,), "host")
     _expect(gpus, (list,), "gpus")
-    return instances.validate_inventory(models, vllm_instances, host=host, gpus=gpus)
+    _expect(fleet, (dict,), "fleet")
+    return instances.validate_inventory(models, vllm_instances, host=host, gpus=gpus, fleet=fleet)
+
+
+@_filter
+def vllm_fleet_errors(values, host=""):
+    """Every problem with a host's fleet-wide inputs (vllm_bind, vllm_engine, vllm_versions_override)."""
+    _expect(values, (dict,), "the fleet-wide variables")
+    _expect(host, (str,), "host")
+    return instances.validate_fleet(values or {}, host=host)
 
 
 @_filter
@@ -123,6 +133,12 @@ def vllm_systemd_argv(argv):
 
 
 @_filter
+def vllm_systemd_environment(key, value):
+    """A unit's `Environment=` assignment for one variable, quoted; a control character is refused."""
+    return instances.systemd_environment(key, value)
+
+
+@_filter
 def vllm_gpu_facts(stdout, stderr="", rc=0, present=True):
     """nvidia-smi --query-gpu CSV (or its failure) → gpu_count, gpus, driver_version, profile, error."""
     from vllm_deploy import nvidia_smi
@@ -161,6 +177,12 @@ def vllm_container_args(record):
 def vllm_container_env(record):
     """The record's environment as the container gets it (Compose `environment:`)."""
     return containers.container_env(record)
+
+
+@_filter
+def vllm_compose_escape(value):
+    """A value with every `$` doubled, as a Compose file must write a literal dollar sign."""
+    return containers.compose_escape(value)
 
 
 @_filter
@@ -412,8 +434,10 @@ class FilterModule:
     def filters(self):
         return {
             "vllm_inventory_errors": vllm_inventory_errors,
+            "vllm_fleet_errors": vllm_fleet_errors,
             "vllm_build_instances": vllm_build_instances,
             "vllm_systemd_argv": vllm_systemd_argv,
+            "vllm_systemd_environment": vllm_systemd_environment,
             "vllm_bool_switch_names": vllm_bool_switch_names,
             "vllm_switch_errors": vllm_switch_errors,
             "vllm_renamed_errors": vllm_renamed_errors,
@@ -442,6 +466,7 @@ class FilterModule:
             "vllm_container_args": vllm_container_args,
             "vllm_container_env": vllm_container_env,
             "vllm_device_ids": vllm_device_ids,
+            "vllm_compose_escape": vllm_compose_escape,
             "vllm_nvidia_smi_argv": vllm_nvidia_smi_argv,
             "vllm_nvidia_smi_fields": vllm_nvidia_smi_fields,
             "vllm_plan_actual": vllm_plan_actual,

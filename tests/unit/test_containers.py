@@ -76,7 +76,7 @@ def render(rec, **compose):
     env.filters.update({
         "to_json": json.dumps, "comment": lambda s: f"#\n# {s}\n#",
         "vllm_deploy.fleet.vllm_container_args": containers.container_args, "vllm_deploy.fleet.vllm_container_env": containers.container_env,
-        "vllm_deploy.fleet.vllm_device_ids": containers.device_ids,
+        "vllm_deploy.fleet.vllm_device_ids": containers.device_ids, "vllm_deploy.fleet.vllm_compose_escape": containers.compose_escape,
     })
     settings = {"image": "vllm-deploy/vllm:0.33.0-gpu-0123456789ab", "uid": 10001, "gid": 10001,
                 "gpu_reservations": True, "shm_size": "2g", "ipc_host": False, "restart": "unless-stopped",

