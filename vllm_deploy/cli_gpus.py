@@ -11,7 +11,7 @@ HELP = "Parse nvidia-smi output (--query-gpu CSV or the plain table) into the fa
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("file", nargs="?", default="-", help="saved nvidia-smi output, or - for stdin (default)")
+    parser.add_argument("file", nargs="?", default="-", help="saved nvidia-smi output, or - for stdin (default); only its last MiB is read")
     parser.add_argument("--json", action="store_true", help="print the facts as JSON")
 
 
