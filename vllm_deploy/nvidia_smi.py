@@ -18,11 +18,17 @@ CSV_FORMAT = "--format=csv,noheader,nounits"
 QUERIES = {"gpus": ("--query-gpu", QUERY_GPU_FIELDS), "compute-apps": ("--query-compute-apps", QUERY_APPS_FIELDS)}
 
 
+# The plain outputs the MIG facts need: the GPU/MIG list (UUIDs) and the table (each MIG device's memory).
+PLAIN_QUERIES = {"list": ["-L"], "table": []}
+
+
 def query_argv(query: str, binary: str = "nvidia-smi") -> list[str]:
     """argv of one of the QUERIES ("gpus" or "compute-apps") whose output parse_query_gpu /
-    parse_compute_apps read."""
+    parse_compute_apps read, or of a PLAIN_QUERIES one ("list": nvidia-smi -L, "table": nvidia-smi)."""
+    if query in PLAIN_QUERIES:
+        return [str(binary), *PLAIN_QUERIES[query]]
     if query not in QUERIES:
-        raise ValueError(f"unknown nvidia-smi query {query!r}: use one of {', '.join(QUERIES)}")
+        raise ValueError(f"unknown nvidia-smi query {query!r}: use one of {', '.join([*QUERIES, *PLAIN_QUERIES])}")
     flag, fields = QUERIES[query]
     return [str(binary), f"{flag}={','.join(fields)}", CSV_FORMAT]
 
@@ -288,7 +294,6 @@ def check_gpus(gpus: list[dict], source: str) -> None:
 # --- nvidia-smi -L and MIG devices ------------------------------------------------------------
 # "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)" and, under it, one line per MIG device:
 # "  MIG 3g.40gb     Device  0: (UUID: MIG-...)"; R450/R460 printed "MIG-GPU-<uuid>/<gi>/<ci>" UUIDs.
-LIST_ARGV = ("-L",)
 _LIST_GPU_RE = re.compile(r"^GPU\s+(\d+):\s+(.*?)\s+\(UUID:\s*(GPU-[^)\s]+)\)$")
 _LIST_MIG_RE = re.compile(r"^MIG\s+(\S+)\s+Device\s+(\d+):\s+\(UUID:\s*(MIG-[^)\s]+)\)$")
 
