@@ -151,10 +151,14 @@ def number_problem(value: Any, *, minimum: float = 0, allow_minimum: bool = Fals
     if integer and not isinstance(value, int):
         return "must be a whole number"
     if value < minimum or (value == minimum and not allow_minimum):
-        return f"must be {'>=' if allow_minimum else '>'} {minimum:g}"
+        return f"must be {'>=' if allow_minimum else '>'} {_shown(minimum)}"
     if maximum is not None and value > maximum:
-        return f"must be at most {maximum:g}"
+        return f"must be at most {_shown(maximum)}"
     return None
+
+
+def _shown(bound: float) -> str:
+    return str(int(bound)) if float(bound).is_integer() else f"{bound:g}"
 
 
 def _field_problem(kind: str, maximum: float, value: Any) -> str | None:
