@@ -43,7 +43,8 @@ POSITIVE_INT_FIELDS = [
     ("llama", "max_seq_len"), ("llama", "seq_length"), ("llama", "max_sequence_length"),
     ("llama", "n_head_kv"), ("llama", "num_kv_heads"), ("llama", "multi_query_group_num"),
     ("llama", "hidden_size_per_head"), ("llama", "n_layer"), ("llama", "n_embd"), ("llama", "n_head"),
-    ("llama", "ffn_hidden_size"), ("llama", "n_inner"),
+    ("llama", "ffn_hidden_size"), ("llama", "n_inner"), ("llama", "d_model"), ("llama", "num_layers"),
+    ("llama", "model_max_length"), ("llama", "max_seq_length"), ("llama", "seq_len"),
     ("llama", "rope_scaling.original_max_position_embeddings"),
     ("deepseek", "kv_lora_rank"), ("deepseek", "qk_rope_head_dim"), ("deepseek", "qk_nope_head_dim"),
     ("deepseek", "v_head_dim"), ("deepseek", "moe_intermediate_size"), ("deepseek", "moe_layer_freq"),
@@ -59,10 +60,12 @@ NON_NEGATIVE_INT_FIELDS = [
     ("deepseek", "n_routed_experts"), ("deepseek", "num_experts_per_tok"), ("deepseek", "first_k_dense_replace"),
     ("deepseek", "n_shared_experts"), ("deepseek", "q_lora_rank"), ("mixtral", "num_local_experts"),
     ("mixtral", "sliding_window"), ("llama", "attention_chunk_size"), ("llama", "max_window_layers"),
-    ("llama", "shared_expert_intermediate_size"),
+    ("llama", "shared_expert_intermediate_size"), ("mixtral", "num_experts"), ("mixtral", "moe_topk"),
+    ("mixtral", "num_experts_per_token"),
 ]
 POSITIVE_NUMBER_FIELDS = [
     ("deepseek", "rope_scaling.factor"), ("llama", "quantization_config.bits"),
+    ("llama", "quantization_config.w_bit"), ("llama", "quantization_config.weight_bits"),
 ]
 
 CASES = ([(b, p, v) for b, p in POSITIVE_INT_FIELDS for v in POSITIVE_BAD]
