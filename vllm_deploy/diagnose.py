@@ -392,14 +392,39 @@ def _line_at(text: str, start: int, end: int) -> str:
     return text[a: b if b != -1 else len(text)].strip()[:500]
 
 
+# One word each milestone's wording must contain (words, not phrases: a hard-wrapped line still has them),
+# so a huge log without any is not scanned by every pattern.
+_MILESTONE_HINTS = {"loading_weights": ("load", "shards", "weights"), "weights_loaded": ("took",),
+                    "profiling": ("profile", "compile"), "memory_profiled": ("profiling", "instance", "reserved",
+                                                                            "available"),
+                    "kv_cache_allocated": ("blocks", "size:", "concurrency"), "capturing_cuda_graphs": ("captur",
+                                                                                                      "graph"),
+                    "cuda_graphs_captured": ("capturing",), "engine_ready": ("engine",),
+                    "serving": ("startup", "uvicorn", "server", "routes", "request", "/v1/", "throughput", "prompts")}
+_MILESTONE_CACHE: dict = {}
+
+
+def _milestones(text: str) -> list[tuple[int, str, str, str]]:
+    """(position, milestone, phase after it, confidence) for every milestone in text, by position."""
+    key = (len(text), hash(text))
+    if key not in _MILESTONE_CACHE:
+        low = text.lower()
+        found = sorted((m.start(), name, phase, confidence)
+                       for name, phase, confidence, pattern in _MILESTONES
+                       if any(hint in low for hint in _MILESTONE_HINTS[name])
+                       for m in pattern.finditer(text))
+        _MILESTONE_CACHE.clear()  # one log at a time: the cache only spares the second lookup of the same log
+        _MILESTONE_CACHE[key] = found
+    return _MILESTONE_CACHE[key]
+
+
 def _milestone_before(text: str, pos: int) -> tuple[str, str | None, str, int]:
     """(milestone reached, the phase after it, confidence, its position) for the last milestone before pos."""
-    best = ("none", None, "none", -1)
-    for name, phase, confidence, pattern in _MILESTONES:
-        for m in pattern.finditer(text, 0, pos):
-            if m.start() > best[3]:
-                best = (name, phase, confidence, m.start())
-    return best
+    before = [m for m in _milestones(text) if m[0] < pos]
+    if not before:
+        return "none", None, "none", -1
+    start, name, phase, confidence = before[-1]
+    return name, phase, confidence, start
 
 
 def _frames_near(text: str, pos: int, end: int) -> tuple[str | None, str | None, str]:
