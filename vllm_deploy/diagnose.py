@@ -394,33 +394,27 @@ def _line_at(text: str, start: int, end: int) -> str:
 
 # One word each milestone's wording must contain (words, not phrases: a hard-wrapped line still has them),
 # so a huge log without any is not scanned by every pattern.
-_MILESTONE_HINTS = {"loading_weights": ("load", "shards", "weights"), "weights_loaded": ("took",),
-                    "profiling": ("profile", "compile"), "memory_profiled": ("profiling", "instance", "reserved",
-                                                                            "available"),
-                    "kv_cache_allocated": ("blocks", "size:", "concurrency"), "capturing_cuda_graphs": ("captur",
-                                                                                                      "graph"),
-                    "cuda_graphs_captured": ("capturing",), "engine_ready": ("engine",),
-                    "serving": ("startup", "uvicorn", "server", "routes", "request", "/v1/", "throughput", "prompts")}
-_MILESTONE_CACHE: dict = {}
+_MILESTONE_HINTS = {
+    "loading_weights": ("load", "shards", "weights"), "weights_loaded": ("took",), "profiling": ("profile", "compile"),
+    "memory_profiled": ("profiling", "instance", "reserved", "available"),
+    "kv_cache_allocated": ("blocks", "size:", "concurrency"), "capturing_cuda_graphs": ("captur", "graph"),
+    "cuda_graphs_captured": ("capturing",), "engine_ready": ("engine",),
+    "serving": ("startup", "uvicorn", "server", "routes", "request", "/v1/", "throughput", "prompts"),
+}
 
 
 def _milestones(text: str) -> list[tuple[int, str, str, str]]:
     """(position, milestone, phase after it, confidence) for every milestone in text, by position."""
-    key = (len(text), hash(text))
-    if key not in _MILESTONE_CACHE:
-        low = text.lower()
-        found = sorted((m.start(), name, phase, confidence)
-                       for name, phase, confidence, pattern in _MILESTONES
-                       if any(hint in low for hint in _MILESTONE_HINTS[name])
-                       for m in pattern.finditer(text))
-        _MILESTONE_CACHE.clear()  # one log at a time: the cache only spares the second lookup of the same log
-        _MILESTONE_CACHE[key] = found
-    return _MILESTONE_CACHE[key]
+    low = text.lower()
+    return sorted((m.start(), name, phase, confidence)
+                  for name, phase, confidence, pattern in _MILESTONES
+                  if any(hint in low for hint in _MILESTONE_HINTS[name])
+                  for m in pattern.finditer(text))
 
 
-def _milestone_before(text: str, pos: int) -> tuple[str, str | None, str, int]:
+def _milestone_before(milestones: list, pos: int) -> tuple[str, str | None, str, int]:
     """(milestone reached, the phase after it, confidence, its position) for the last milestone before pos."""
-    before = [m for m in _milestones(text) if m[0] < pos]
+    before = [m for m in milestones if m[0] < pos]
     if not before:
         return "none", None, "none", -1
     start, name, phase, confidence = before[-1]
@@ -444,14 +438,15 @@ def _frames_near(text: str, pos: int, end: int) -> tuple[str | None, str | None,
     return None, None, "none"
 
 
-def _locate(text: str, pos: int, end: int, category: str, kind: str) -> dict:
+def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones: list) -> dict:
     """Where the engine was when the error at text[pos:end] happened: phase, confidence, evidence, reached."""
-    reached, after, milestone_confidence, milestone_pos = _milestone_before(text, pos)
+    reached, after, milestone_confidence, milestone_pos = _milestone_before(milestones, pos)
     out = {"phase_reached": reached, "phase": "unknown", "phase_confidence": "none", "phase_evidence": None}
-    tail = text[pos: pos + 4000]
-    if kind == "sampler" or (category == "cuda_oom" and re.search(r"warming\s+up\s+sampler", tail, re.I)):
-        out.update(phase="sampler_warmup", phase_confidence="high",
-                   phase_evidence=_line_at(text, pos, end) if kind == "sampler" else None)
+    # V1 re-raises a torch OOM in the sampler warm-up as its own message, printed after the torch one
+    sampler = re.search(r"warming\s+up\s+sampler", text[pos: pos + 4000], re.I) if category == "cuda_oom" else None
+    if kind == "sampler" or sampler:
+        a, b = (pos, end) if kind == "sampler" else (pos + sampler.start(), pos + sampler.end())
+        out.update(phase="sampler_warmup", phase_confidence="high", phase_evidence=_line_at(text, a, b))
         return out
     if category == "free_memory_below_request":
         phase = "profile_run" if re.match(r"Error\s+in\s+memory\s+profiling", text[pos:end], re.I) else "init"
@@ -702,8 +697,9 @@ def _diagnose(text) -> Diagnosis:
         shm = [x for x in strong if x[3].category == "shm_too_small" and abs(x[1] - chosen[1]) < 3000]
         chosen = shm[0] if shm else chosen
 
+    milestones = _milestones(norm)
     if chosen is None:
-        return _no_known_failure(norm)
+        return _no_known_failure(norm, milestones)
 
     tier, pos, _, rule, m = chosen
     figures = _context_figures(norm, pos)
@@ -716,7 +712,7 @@ def _diagnose(text) -> Diagnosis:
         kind = "kernel"
     if category == "nccl_error":
         kind = _nccl_kind(norm[max(0, pos - 2000): pos + 3000])
-    loc = _locate(norm, pos, m.end(), category, kind)
+    loc = _locate(norm, pos, m.end(), category, kind, milestones)
     if category == "cuda_oom":
         tail = norm[pos: pos + 1500]
         if m.groupdict().get("tried") is not None:
@@ -757,9 +753,9 @@ def _diagnose(text) -> Diagnosis:
                                   **loc))
 
 
-def _no_known_failure(norm: str) -> Diagnosis:
+def _no_known_failure(norm: str, milestones: list) -> Diagnosis:
     """No rule matched: a log that stops in CUDA graph capture, else `unknown` with the first error line."""
-    reached, after, _, milestone_pos = _milestone_before(norm, len(norm))
+    reached, after, _, milestone_pos = _milestone_before(milestones, len(norm))
     figures = _context_figures(norm, len(norm))
     if reached == "capturing_cuda_graphs":
         summary, fix = _fix("cuda_oom_after_kv", figures, "CUDA graph capture")
@@ -770,7 +766,7 @@ def _no_known_failure(norm: str) -> Diagnosis:
             phase_evidence=_line_at(norm, milestone_pos, milestone_pos), phase_reached=reached))
     exc = [m for m in _EXCEPTION_LINE_RE.finditer(norm) if not _WRAPPER_RE.search(m.group(0))]
     line = exc[0].group(0).strip()[:300] if exc else None
-    loc = _locate(norm, exc[0].start(), exc[0].end(), "unknown", "") if exc else {
+    loc = _locate(norm, exc[0].start(), exc[0].end(), "unknown", "", milestones) if exc else {
         "phase_reached": reached, "phase": after or "unknown", "phase_confidence": "low" if after else "none",
         "phase_evidence": _line_at(norm, milestone_pos, milestone_pos) if after else None}
     where = f"; the log reached: {loc['phase_reached'].replace('_', ' ')}" if loc["phase_reached"] != "none" else ""
