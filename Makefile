@@ -9,6 +9,9 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # The filters import vllm_deploy as an installed package: this checkout's copy wins over any other
 # install (a venv shared between worktrees, an older `pip install`).
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
+# Likewise the collection: this checkout's vllm_deploy.fleet (collections/ links back here) before an
+# installed copy in ~/.ansible/collections, which would otherwise serve older filters to every run.
+export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/collections:$(HOME)/.ansible/collections:/usr/share/ansible/collections
 NODE_IMAGE ?= vllm-deploy/node:bookworm
 # Molecule scenarios mount $(CURDIR)/.cache/wheelhouse; staging honours WHEELHOUSE.
 WHEELHOUSE ?= $(CURDIR)/.cache/wheelhouse
