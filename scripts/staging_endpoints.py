@@ -19,6 +19,8 @@ Staging serves the fleet through one URL:
 Each engine straight (its own key, for debugging):""")
 for name, hv in hosts.items():
     print(f"  {name}: http://127.0.0.1:{hv['staging_published_port']}/v1  (key {engine_key})")
+for name in (children.get("vllm_monitoring") or {}).get("hosts") or {}:
+    print(f"  Prometheus (alerts, targets): http://127.0.0.1:{hosts[name]['staging_prometheus_published_port']}/alerts  ({name})")
 print(f"""
 Try it:
   curl -s http://127.0.0.1:{gateway_port}/v1/completions -H 'Authorization: Bearer {gateway_key}' \\
