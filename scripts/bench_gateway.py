@@ -5,8 +5,8 @@ In one run, alternating the two paths request by request so both see the same lo
   * one-token completions: median and p99 latency, direct vs through the gateway, and their ratio
     (goal: at most 1.10x at the median);
   * streaming: tokens per second of a long generation (ignore_eos), direct vs gateway, and the ratio.
-Direct = staging-node1's engine on its published port with the engine key; gateway = the gateway's
-published port with a gateway key (it adds the engine key and picks an instance on either node).
+Direct = each staging node's engine in turn on its published port with the engine key; gateway = the
+gateway's published port with a gateway key (it adds the engine key and picks an instance on either node).
 Prints figures only: there is no timed assertion.
 
     python3 scripts/bench_gateway.py [inventory/staging] [--requests 200] [--streams 10] [--tokens 128]
@@ -32,17 +32,18 @@ def load_staging(inv: Path) -> dict:
     group = yaml.safe_load((inv / "group_vars/gpu-nodes/vllm.yml").read_text())
     engine_key = yaml.safe_load((inv / "group_vars/gpu-nodes/vault.yml").read_text())["vault_vllm_api_key"]
     gw_vault = yaml.safe_load((inv / "group_vars/vllm_gateway/vault.yml").read_text())
-    first = next(iter(nodes))
     return {
         "model": next(iter(group["vllm_models"].values()))["served_name"],
-        "direct": ("127.0.0.1", nodes[first]["staging_published_port"], engine_key),
-        "gateway": ("127.0.0.1", nodes[gateway_host]["staging_gateway_published_port"], gw_vault["vault_gateway_key_staging"]),
+        # the gateway balances over every node's engine: going direct takes them in turn, so both paths
+        # meet the same engines
+        "direct": [("127.0.0.1", hv["staging_published_port"], engine_key) for hv in nodes.values()],
+        "gateway": [("127.0.0.1", nodes[gateway_host]["staging_gateway_published_port"], gw_vault["vault_gateway_key_staging"])],
     }
 
 
-def completion(target, model, max_tokens, stream):
-    """(seconds, tokens) of one request; raises on anything but a complete answer."""
-    host, port, key = target
+def completion(targets, i, model, max_tokens, stream):
+    """(seconds, tokens) of request number i (targets taken in turn); raises on anything but a complete answer."""
+    host, port, key = targets[i % len(targets)]
     body = json.dumps({"model": model, "prompt": "Benchmark the gateway", "max_tokens": max_tokens,
                        "temperature": 0, "ignore_eos": True, "stream": stream})
     start = time.perf_counter()
@@ -84,16 +85,16 @@ def main(argv=None) -> int:
     cfg = load_staging(Path(args.inventory))
     paths = ("direct", "gateway")
     for path in paths:  # warm both paths (connections, the engine's first-request compiles)
-        for _ in range(5):
-            completion(cfg[path], cfg["model"], 1, False)
+        for i in range(6):
+            completion(cfg[path], i, cfg["model"], 1, False)
     latency = {p: [] for p in paths}
     for i in range(args.requests):
         for path in (paths if i % 2 == 0 else paths[::-1]):
-            latency[path].append(completion(cfg[path], cfg["model"], 1, False)[0])
+            latency[path].append(completion(cfg[path], i, cfg["model"], 1, False)[0])
     rate = {p: [] for p in paths}
     for i in range(args.streams):
         for path in (paths if i % 2 == 0 else paths[::-1]):
-            seconds, tokens = completion(cfg[path], cfg["model"], args.tokens, True)
+            seconds, tokens = completion(cfg[path], i, cfg["model"], args.tokens, True)
             rate[path].append(tokens / seconds)
 
     med = {p: statistics.median(latency[p]) * 1000 for p in paths}

@@ -115,6 +115,16 @@ def test_each_model_is_served_by_its_instances_on_both_nodes(host, gateway_url):
     assert all(served[name] > before[name]['total'] for name in before), served
 
 
+def test_the_gateway_exports_each_server_s_state_for_prometheus(host):
+    """HAProxy's own exporter on vllm_gateway_metrics_port: what role vllm_monitoring's gateway job scrapes."""
+    address = host.check_output("hostname -I").split()[0]
+    with urllib.request.urlopen(f"http://{address}:8405/metrics", timeout=30) as resp:
+        text = resp.read().decode()
+    up = {line.split('server="')[1].split('"')[0] for line in text.splitlines()
+          if line.startswith("haproxy_server_status{") and 'state="UP"' in line and line.endswith(" 1")}
+    assert up == {"mol-gw-node1__a", "mol-gw-node1__b", "mol-gw-node2__c", "mol-gw-node2__d"}, up
+
+
 def test_streaming_arrives_as_chunks_ending_with_done(gateway_url):
     req = urllib.request.Request(gateway_url + "/v1/completions", data=json.dumps(
         {"model": "tiny-b", "prompt": "Hello", "max_tokens": 8, "stream": True, "ignore_eos": True}).encode(),
