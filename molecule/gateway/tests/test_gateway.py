@@ -245,9 +245,10 @@ def test_a_rollout_of_every_instance_under_load_loses_no_request(host, node2, ga
     worker_before = host.check_output("pgrep -f -n '^/usr/sbin/haproxy'")
     since = float(host.check_output("date +%s"))
     with tempfile.TemporaryDirectory() as work:
-        # Paced (each client waits 0.1 s between requests) and capped far above a rollout's length:
-        # the load only has to overlap every instance's restart, which the stop file ends it after.
-        proc, stop = start_load(gateway_url, 6000, work, pause=0.1)
+        # Paced (each client waits 0.3 s between requests: about 10 requests/s on these nodes) and
+        # capped far above a rollout's length: the load only has to overlap every instance's
+        # restart, and the stop file ends it once the rollout is done.
+        proc, stop = start_load(gateway_url, 12000, work, pause=0.3)
         started = time.monotonic()
         try:
             rc, out = deploy(extra_vars={"gateway_max_num_seqs": 6})
