@@ -19,7 +19,7 @@ VLLM_ARGS_VENV ?= /var/tmp/vllm-args-venv
 STAGING   := -i inventory/staging/hosts.yml
 
 .PHONY: help setup prereqs node-image wheelhouse staging staging-down test test-unit test-rules lint syntax collection-check molecule \
-        bench-deploy bench-planner bench-image bench-gateway python-base vllm-args check-vllm-args
+        bench-deploy bench-planner bench-diagnose bench-image bench-gateway python-base vllm-args check-vllm-args
 
 help:  ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -99,3 +99,6 @@ bench-gateway: staging  ## Gateway vs straight to an engine on staging: median/p
 
 bench-planner: setup  ## Planner vs real vLLM startup logs (tests/fixtures/calibration)
 	$(PY) scripts/bench_planner.py
+
+bench-diagnose: setup  ## Diagnosis accuracy on the collected failure logs, and on the held-out third
+	$(PY) scripts/bench_diagnose.py
