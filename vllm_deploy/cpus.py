@@ -4,9 +4,11 @@ Why the deploy sets it: vLLM's CPU build binds by default (`auto`, vllm/utils/om
 to the cores of NUMA node 0, minus the last one it reserves for the engine's other processes. Every
 engine on a node computes the same list, so two instances on a 2-core node both put their one
 OpenMP thread on core 0 while core 1 idles; a restarting instance's torch-inductor compile (pinned
-there too, its g++ children inherit the mask) then starves the instances that should carry the
-load. The gateway's rollout test on two 2-core nodes saw exactly that: both of a node's engines
-stalled together for more than 60 s ("No available shared memory broadcast block found").
+there too, its g++ children inherit the mask) competes with the instances that carry the load, and
+each worker busy-polls its queue for 1 s after every step (shm_broadcast.py's SpinCondition), so a
+busy engine takes the core from an idle-looking one. The gateway's first rollout test (all four
+engines of two nodes on core 0) saw a node's engines stall together for over 60 s ("No available
+shared memory broadcast block found").
 
 So when a node runs more than one CPU instance, each gets its own share of the node's allowed cores
 (contiguous, in inventory order; round-robin when there are more instances than cores), and an
