@@ -13,7 +13,7 @@ HELP = ("Plan vLLM's GPU memory for a model: weights, activations, KV cache toke
         "(exit 0 fits, 1 does not fit, 2 bad input).")
 
 
-_POSITIVE = ("gpu_memory_gib", "num_gpus", "tensor_parallel_size", "pipeline_parallel_size", "max_model_len",
+_POSITIVE = ("gpu_memory_gib", "num_gpus", "nodes", "tensor_parallel_size", "pipeline_parallel_size", "max_model_len",
              "max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization", "cpu_kv_space_gib")
 _NON_NEGATIVE = ("cpu_offload_gb", "free_memory_gib")
 
@@ -27,6 +27,14 @@ def _check_numbers(args: argparse.Namespace) -> None:
         flag = "--" + name.replace("_", "-")
         if value < 0 or (value == 0 and name in _POSITIVE):
             raise UsageError(f"{flag} {value}: must be {'> 0' if name in _POSITIVE else '>= 0'}")
+    nodes = getattr(args, "nodes", None)
+    if nodes is not None:
+        if args.cpu_kv_space_gib is not None:
+            raise UsageError("--nodes plans GPUs across hosts; the CPU plan (--cpu-kv-space-gib) is per host")
+        total = args.tensor_parallel_size * args.pipeline_parallel_size
+        if total % nodes:
+            raise UsageError(f"--nodes {nodes}: TP {args.tensor_parallel_size} x PP {args.pipeline_parallel_size} = {total} GPUs "
+                             f"do not split evenly over {nodes} hosts (every host gives the same number of GPUs)")
     if args.gpu_memory_utilization is not None and args.gpu_memory_utilization > 1:
         raise UsageError(f"--gpu-memory-utilization {args.gpu_memory_utilization}: a fraction of total memory, "
                          "in (0, 1]")
@@ -41,6 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-gpus", type=int, default=None, help="GPUs given to the instance")
     parser.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
     parser.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1)
+    parser.add_argument("--nodes", type=int, default=None,
+                        help="hosts one multi-node instance spans (TP inside a host, PP across hosts; TP x PP GPUs in all)")
     parser.add_argument("--gpu-memory-utilization", type=float, default=None,
                         help="fraction of total GPU memory (default: vLLM's, 0.9 or 0.92 from v0.21)")
     parser.add_argument("--max-model-len", type=int, default=None)
@@ -123,7 +133,15 @@ def run(args: argparse.Namespace) -> int:
     except PlanError as exc:
         raise UsageError(str(exc)) from None
     d = p.to_dict()
-    print(json.dumps(d, indent=2) if args.json else _table(d))
+    if getattr(args, "nodes", None):
+        total = args.tensor_parallel_size * args.pipeline_parallel_size
+        d["nodes"] = {"hosts": args.nodes, "gpus_per_host": total // args.nodes, "gpus": total}
+    text = _table(d)
+    if d.get("nodes"):
+        n = d["nodes"]
+        text = (f"one instance across {n['hosts']} hosts x {n['gpus_per_host']} GPUs = {n['gpus']} GPUs "
+                f"(TP {args.tensor_parallel_size} x PP {args.pipeline_parallel_size}; per-GPU figures below)\n") + text
+    print(json.dumps(d, indent=2) if args.json else text)
     return 0 if p.fits else 1
 
 

@@ -373,16 +373,16 @@ def argv_problems(argv: list[str], spec: dict[str, Any]) -> list[str]:
     while i < len(args):
         opt = args[i]
         option = by_opt.get(opt)
-        if option is None:
-            problems.append(f"{opt!r} is not an argument of {spec.get('label', 'the pinned vLLM')}")
-            i += 1
-            continue
-        nargs = option.get("nargs")
         values = []
         j = i + 1
-        while j < len(args) and not (args[j].startswith("--") and args[j] in by_opt):
+        while j < len(args) and not args[j].startswith("--"):  # a value never starts with a dash (validation)
             values.append(args[j])
             j += 1
+        if option is None:
+            problems.append(f"{opt!r} is not an argument of {spec.get('label', 'the pinned vLLM')}")
+            i = j
+            continue
+        nargs = option.get("nargs")
         if nargs in (0, "0") and values:
             problems.append(f"{opt} takes no value, got {values}")
         elif nargs is None and len(values) != 1:
@@ -452,3 +452,35 @@ def diagnose_instance(diagnosis: dict[str, Any], record: dict[str, Any], states:
         "lost": lost,
     })
     return diagnosis
+
+
+def fingerprint_problems(fingerprints: dict[str, Any], record: dict[str, Any]) -> list[str]:
+    """Where the ranks of a multi-node instance differ (roles/vllm_preflight/files/rank-fingerprint.py
+    read on each host): the Python stack, the driver, the model's files. One line per difference,
+    naming both hosts; every rank must run the same pinned stack on the same weights."""
+    hosts = [h for h in (record.get("multinode") or {}).get("hosts", []) if h in fingerprints]
+    if not hosts:
+        return []
+    ref_host = hosts[0]
+    ref = fingerprints[ref_host] or {}
+    name = record.get("name")
+    out = []
+    for h in hosts[1:]:
+        fp = fingerprints[h] or {}
+        for key, what in (("python", "Python"), ("torch", "torch"), ("vllm", "vLLM"), ("driver", "NVIDIA driver")):
+            if fp.get(key) != ref.get(key):
+                out.append(f"{h}: instance {name}: {what} {fp.get(key) or 'none'} differs from {ref_host}'s {ref.get(key) or 'none'} — "
+                           "every rank must run the same pinned stack: run deploy.yml on both hosts (python_stack installs the pins), "
+                           "or rebuild-node.yml for the driver")
+        mine_, theirs = ref.get("model"), fp.get("model")
+        if mine_ is None or theirs is None:
+            missing = h if theirs is None else ref_host
+            out.append(f"{missing}: instance {name}: the model directory {record['model']['path']} is missing — "
+                       "put the same model files on every host of the instance")
+            continue
+        differ = sorted(f for f in set(mine_) | set(theirs) if mine_.get(f) != theirs.get(f))
+        if differ:
+            shown = ", ".join(differ[:5]) + (f" and {len(differ) - 5} more" if len(differ) > 5 else "")
+            out.append(f"{h}: instance {name}: model files differ from {ref_host}'s in {record['model']['path']} ({shown}) — "
+                       "copy the same model to every host of the instance (each rank loads its own layers from its own disk)")
+    return out

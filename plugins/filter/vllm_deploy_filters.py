@@ -433,6 +433,16 @@ def vllm_multinode_diagnosis(diagnosis, record, states):
     return multinode.diagnose_instance(diagnosis or {}, record, states or {})
 
 
+@_filter
+def vllm_rank_fingerprint_problems(fingerprints, record):
+    """Where the ranks of a multi-node instance differ: stack, driver, model files (one line each)."""
+    from vllm_deploy import multinode
+
+    _expect(fingerprints, (dict,), "fingerprints")
+    _expect(record, (dict,), "record")
+    return multinode.fingerprint_problems(fingerprints, record)
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -480,4 +490,5 @@ class FilterModule:
             "vllm_lost_ranks": vllm_lost_ranks,
             "vllm_changed_for": vllm_changed_for,
             "vllm_multinode_diagnosis": vllm_multinode_diagnosis,
+            "vllm_rank_fingerprint_problems": vllm_rank_fingerprint_problems,
         }
