@@ -26,7 +26,7 @@ CATEGORIES = (
     "kv_cache_too_small", "no_kv_memory", "free_memory_below_request", "cuda_oom_weights",
     "cuda_oom_after_kv", "cuda_oom_runtime", "tp_not_divisible", "max_len_over_model_limit",
     "driver_mismatch_or_no_driver", "nccl_error", "shm_too_small", "port_in_use",
-    "model_not_found_or_auth", "trust_remote_code_required", "unsupported_dtype_or_gpu", "unknown",
+    "model_not_found_or_auth", "trust_remote_code_required", "unsupported_dtype_or_gpu", "lost_rank", "unknown",
 )
 
 
@@ -164,6 +164,10 @@ RULES: list[_Rule] = [
     _rule("shm_too_small",
           r"No\s+space\s+left\s+on\s+device[^\n]{0,200}/dev/shm|/dev/shm[^\n]{0,200}No\s+space\s+left\s+on\s+device|"
           r"failed\s+to\s+extend\s+/dev/shm|creating\s+shared\s+memory\s+segment\s+/dev/shm|insufficient\s+shared\s+memory\s*\(shm\)|\bBus\s+error\b"),
+    # A peer rank of a multi-node instance went away (Gloo's own words, seen on the CPU build when the
+    # headless rank was killed: tests/fixtures/calibration/vllm-failures/37-*): before NCCL's rules.
+    _rule("lost_rank", r"Connection\s+closed\s+by\s+peer\s+\[(?P<peer>[0-9A-Fa-f.:]+)\]:\d+"),
+    _rule("lost_rank", r"Read\s+error\s+\[(?P<peer>[0-9A-Fa-f.:]+)\]:\d+:\s+Connection\s+reset\s+by\s+peer"),
     _rule("nccl_error",
           r"NCCL\s+error|ncclInternalError|ncclUnhandledCudaError|ncclSystemError|ncclInvalidUsage|ncclRemoteError|"
           r"ncclInvalidArgument|DistBackendError|Watchdog\s+caught\s+collective\s+operation\s+timeout|"
@@ -452,6 +456,12 @@ def _fix(category: str, f: dict, where: str = "", kind: str = "") -> tuple[str, 
                          "after a driver upgrade reboot (driver/library mismatch); a driver too old for the "
                          "torch wheel's CUDA needs a newer driver branch or a torch build for an older CUDA "
                          "(vllm-deploy's compat gate checks this).")
+    if category == "lost_rank":
+        peer = f" at {f['peer']}" if f.get("peer") else ""
+        return (f"A peer rank of this multi-node instance went away (its connection{peer} closed); rank 0 stays up but "
+                "every request hangs",
+                "Bring the lost rank's host and unit back, then restart every rank of the instance, rank 0 last (the "
+                "ranks meet only at start): vllm-deploy's rank watch on rank 0 does this, or run deploy.yml.")
     if category == "nccl_error":
         return ("NCCL (multi-GPU communication) failed",
                 "Rerun with NCCL_DEBUG=INFO to see the cause; give the container --ipc=host or a large shm_size; "
@@ -534,7 +544,7 @@ def _diagnose(text) -> Diagnosis:
     figures = _context_figures(norm, pos)
     figures.update({k: _num(v) for k, v in m.groupdict().items()
                     if v is not None and re.fullmatch(r"-?[\d.,]+", v) and _num(v) is not None})
-    figures.update({k: v for k, v in m.groupdict().items() if v is not None and k in ("gpu_name", "quantization")})
+    figures.update({k: v for k, v in m.groupdict().items() if v is not None and k in ("gpu_name", "quantization", "peer")})
     category, where, kind = rule.category, "", rule.kind
     if category == "cuda_oom":
         tail = norm[pos: pos + 1500]

@@ -393,8 +393,8 @@ def argv_problems(argv: list[str], spec: dict[str, Any]) -> list[str]:
     return problems
 
 
-def _started(state: dict[str, Any]) -> float:
-    value = str(state.get("ExecMainStartTimestamp") or "").lstrip("@")
+def _started(state: dict[str, Any], key: str = "ExecMainStartTimestamp") -> float:
+    value = str(state.get(key) or "").lstrip("@")
     try:
         return float(value)
     except ValueError:
@@ -408,15 +408,16 @@ def parse_show(text: Any) -> dict[str, str]:
     return dict(line.split("=", 1) for line in str(text or "").splitlines() if "=" in line)
 
 
-def lost_ranks(diagnosis: dict[str, Any], record: dict[str, Any], states: dict[str, dict[str, Any]]) -> str:
+def lost_ranks(diagnosis: dict[str, Any], record: dict[str, Any], states: dict[str, Any]) -> str:
     """One line naming the rank(s) the instance lost, from each rank's unit (`systemctl show
-    --timestamp=unix`: ActiveState, SubState, NRestarts, ExecMainStartTimestamp): a rank that is not
-    running, or that started after rank 0 did (it was not in rank 0's rendezvous: the ranks meet only
-    at start), else the peer address vLLM's log names."""
+    --timestamp=unix`: ActiveState, SubState, NRestarts, ExecMainStartTimestamp; rank 0's may carry
+    ReadyTimestamp, when its API came up): a rank that is not running, or that started after rank 0
+    was ready (the ranks meet only while rank 0 starts, so it is not in rank 0's pipeline), else the
+    peer address vLLM's log names."""
     mn = record.get("multinode") or {}
     hosts = mn.get("hosts") or []
     states = {h: parse_show(v) for h, v in (states or {}).items()}
-    head = _started(states.get(hosts[0]) or {}) if hosts else 0.0
+    ready = _started(states.get(hosts[0]) or {}, "ReadyTimestamp") if hosts else 0.0
     lost = []
     for rank, h in enumerate(hosts[1:], start=1):
         state = states.get(h) or {}
@@ -425,8 +426,8 @@ def lost_ranks(diagnosis: dict[str, Any], record: dict[str, Any], states: dict[s
         why = None
         if state.get("ActiveState") != "active":
             why = f"{state.get('ActiveState')}/{state.get('SubState')}"
-        elif head and _started(state) > head:
-            why = "restarted after rank 0 started"
+        elif ready and _started(state) > ready:
+            why = "restarted after rank 0 was ready"
         if why:
             lost.append(f"rank {rank} on {h} ({why}, {state.get('NRestarts', '?')} restarts)")
     peer = ((diagnosis or {}).get("figures") or {}).get("peer")
@@ -484,3 +485,10 @@ def fingerprint_problems(fingerprints: dict[str, Any], record: dict[str, Any]) -
             out.append(f"{h}: instance {name}: model files differ from {ref_host}'s in {record['model']['path']} ({shown}) — "
                        "copy the same model to every host of the instance (each rank loads its own layers from its own disk)")
     return out
+
+
+def watch_argv(record: dict[str, Any], helper_dir: str, config_dir: str, interval: Any, probe_timeout: Any, failures: Any) -> list[str]:
+    """The command line of rank 0's rank watch (roles/vllm_common/files/vllm-rank-watch)."""
+    return [f"{helper_dir}/vllm-rank-watch", "--unit", f"vllm-{record['name']}", "--url", _inst.gate_url(record),
+            "--model", record["model"]["served_name"], "--env-file", f"{config_dir}/{record['name']}.env",
+            "--interval", str(int(interval)), "--probe-timeout", str(int(probe_timeout)), "--failures", str(int(failures))]

@@ -443,6 +443,17 @@ def vllm_rank_fingerprint_problems(fingerprints, record):
     return multinode.fingerprint_problems(fingerprints, record)
 
 
+@_filter
+def vllm_rank_watch_argv(record, helper_dir, config_dir, interval=30, probe_timeout=120, failures=3):
+    """The command line of rank 0's rank watch for a multi-node instance."""
+    from vllm_deploy import multinode
+
+    _expect(record, (dict,), "record")
+    _expect(helper_dir, (str,), "helper_dir")
+    _expect(config_dir, (str,), "config_dir")
+    return multinode.watch_argv(record, helper_dir, config_dir, interval, probe_timeout, failures)
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -491,4 +502,5 @@ class FilterModule:
             "vllm_changed_for": vllm_changed_for,
             "vllm_multinode_diagnosis": vllm_multinode_diagnosis,
             "vllm_rank_fingerprint_problems": vllm_rank_fingerprint_problems,
+            "vllm_rank_watch_argv": vllm_rank_watch_argv,
         }

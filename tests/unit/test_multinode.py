@@ -220,15 +220,20 @@ def test_systemd_parses_the_ray_units(tmp_path, host, template, unit):
     assert problems == [], run.stdout + run.stderr
 
 
-def show(active="active", sub="running", restarts=0, started=0):
-    return f"ActiveState={active}\nSubState={sub}\nNRestarts={restarts}\nExecMainStartTimestamp=@{started}\n"
+def show(active="active", sub="running", restarts=0, started=0, ready=None):
+    text = f"ActiveState={active}\nSubState={sub}\nNRestarts={restarts}\nExecMainStartTimestamp=@{started}\n"
+    return text + (f"ReadyTimestamp={ready}\n" if ready is not None else "")
 
 
 @pytest.mark.parametrize("states, lost", [
-    ({"node1": show(started=100), "node2": show(started=90)}, ""),
-    ({"node1": show(started=100), "node2": show("activating", "auto-restart", 1, 90)},
+    ({"node1": show(started=100, ready=160), "node2": show(started=90)}, ""),
+    # Joined the rendezvous of a rank 0 that started before it (systemd restarted it in time).
+    ({"node1": show(started=100, ready=160), "node2": show(restarts=1, started=130)}, ""),
+    ({"node1": show(started=100), "node2": show(restarts=1, started=130)}, ""),
+    ({"node1": show(started=100, ready=160), "node2": show("activating", "auto-restart", 1, 90)},
      "rank 1 on node2 (activating/auto-restart, 1 restarts)"),
-    ({"node1": show(started=100), "node2": show(restarts=1, started=130)}, "rank 1 on node2 (restarted after rank 0 started, 1 restarts)"),
+    ({"node1": show(started=100, ready=160), "node2": show(restarts=1, started=170)},
+     "rank 1 on node2 (restarted after rank 0 was ready, 1 restarts)"),
 ])
 def test_a_lost_rank_is_named_from_the_ranks_units(states, lost):
     (head,) = ranks(entry(), "node1")
@@ -241,7 +246,7 @@ def test_a_lost_rank_is_named_from_the_ranks_units(states, lost):
 
 def test_a_lost_peer_address_names_its_rank():
     (head,) = ranks(entry(), "node1")
-    states = {"node1": show(started=100), "node2": show(started=90)}
+    states = {"node1": show(started=100, ready=160), "node2": show(started=90)}
     assert multinode.lost_ranks({"figures": {"peer": "172.17.0.3"}}, head, states) == "rank 1 on node2 (172.17.0.3)"
 
 
@@ -273,7 +278,9 @@ all:
 def play(tmp_path, entry_text, *args, engine="cpu", extra=""):
     (tmp_path / "hosts.yml").write_text(INVENTORY.format(entry=entry_text, engine=engine, extra=extra))
     (tmp_path / "validate.yml").write_text(PLAYBOOK)
+    # This checkout's collection first: a copy installed in ~/.ansible/collections would shadow its filters.
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1",
+               ANSIBLE_COLLECTIONS_PATH=str(REPO / "collections"),
                PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     run = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(tmp_path / "hosts.yml"),
                           str(tmp_path / "validate.yml"), *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
