@@ -18,8 +18,8 @@ SCENARIOS ?= default resilience driver-upgrade compose multinode
 VLLM_ARGS_VENV ?= /var/tmp/vllm-args-venv
 STAGING   := -i inventory/staging/hosts.yml
 
-.PHONY: help setup prereqs node-image wheelhouse staging staging-down test test-unit lint syntax collection-check molecule \
-        bench-deploy bench-planner bench-image python-base vllm-args check-vllm-args
+.PHONY: help setup prereqs node-image wheelhouse staging staging-down test test-unit test-rules lint syntax collection-check molecule \
+        bench-deploy bench-planner bench-diagnose bench-image python-base vllm-args check-vllm-args
 
 help:  ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -53,10 +53,19 @@ staging: node-image wheelhouse  ## Two local container nodes serving a real vLLM
 staging-down:  ## Remove the staging nodes
 	ansible-playbook $(STAGING) playbooks/staging-down.yml
 
-test: test-unit lint syntax collection-check check-vllm-args molecule  ## Everything CI runs: unit tests, linters, syntax check, collection check, vLLM's argument list, molecule scenarios
+test: test-unit test-rules lint syntax collection-check check-vllm-args molecule  ## Everything CI runs: unit tests, alert-rule tests, linters, syntax check, collection check, vLLM's argument list, molecule scenarios
 
 test-unit: setup  ## pytest: planner, nvidia-smi parsing, diagnosis, compatibility, instance records
 	$(PY) -m pytest tests/unit -q
+
+# The rules file is a template (thresholds from the inventory): rendered with the role's defaults,
+# which tests/promtool/vllm-deploy.test.yml assumes. promtool comes with Debian's prometheus package.
+RULES_OUT := tests/promtool/.rendered/vllm-deploy.rules.yml
+test-rules: setup  ## promtool check + unit tests of every alert rule (tests/promtool)
+	@mkdir -p $(dir $(RULES_OUT))
+	ansible-playbook tests/promtool/render.yml -e rules_out=$(CURDIR)/$(RULES_OUT)
+	promtool check rules $(RULES_OUT)
+	promtool test rules tests/promtool/vllm-deploy.test.yml
 
 lint: setup  ## yamllint + ansible-lint (production profile)
 	yamllint -s .
@@ -87,3 +96,6 @@ bench-image: node-image wheelhouse  ## Slim, text-only and naive vLLM images: si
 
 bench-planner: setup  ## Planner vs real vLLM startup logs (tests/fixtures/calibration)
 	$(PY) scripts/bench_planner.py
+
+bench-diagnose: setup  ## Diagnosis accuracy on the collected failure logs, and on the held-out third
+	$(PY) scripts/bench_diagnose.py

@@ -12,6 +12,8 @@ python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null \
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_pkgs+=(python3-venv)
 command -v dockerd >/dev/null 2>&1 || need_pkgs+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || need_pkgs+=(debootstrap)
+# promtool (make test-rules) ships in Debian's prometheus package.
+command -v promtool >/dev/null 2>&1 || need_pkgs+=(prometheus)
 if ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null 2>&1; then
   need_pkgs+=(docker-compose)
 fi
@@ -24,7 +26,12 @@ if ((${#need_pkgs[@]})); then
     echo "prereqs: installing ${need_pkgs[*]} (apt-get)"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+    apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
+    # Only its promtool is wanted here: the package's own server is not left running on the controller.
+    if [[ " ${need_pkgs[*]} " == *" prometheus "* && -d /run/systemd/system ]]; then
+      echo "prereqs: disabling the prometheus service the package started (only promtool is used here)"
+      systemctl disable --now prometheus >/dev/null 2>&1 || true
+    fi
   else
     problems+=("missing packages: run  sudo apt-get install -y ${need_pkgs[*]}")
   fi

@@ -13,6 +13,9 @@ key = yaml.safe_load((inv / "group_vars/gpu-nodes/vault.yml").read_text())["vaul
 print("\nStaging is serving:")
 for name, hv in hosts.items():
     print(f"  {name}: http://127.0.0.1:{hv['staging_published_port']}/v1  (model {served})")
+children = yaml.safe_load((inv / "hosts.yml").read_text())["all"]["children"]
+for name in (children.get("vllm_monitoring") or {}).get("hosts") or {}:
+    print(f"  Prometheus (alerts, targets): http://127.0.0.1:{hosts[name]['staging_prometheus_published_port']}/alerts  ({name})")
 first = next(iter(hosts.values()))["staging_published_port"]
 print(f"""
 Try it:

@@ -14,17 +14,29 @@ import re
 # exactly these orders, so the fields are spelled here and nowhere else.
 QUERY_GPU_FIELDS = ("index", "uuid", "name", "memory.total", "memory.used", "memory.free", "driver_version")
 QUERY_APPS_FIELDS = ("pid", "process_name", "used_memory", "gpu_uuid")
+# The GPU collector's query (roles/vllm_monitoring/files/vllm-gpu-metrics): what the seeds log and
+# the alert rules read. The collector is handed these fields with the argv (query_fields()).
+QUERY_METRICS_FIELDS = ("index", "uuid", "name", "memory.total", "memory.used", "utilization.gpu",
+                        "temperature.gpu", "power.draw", "driver_version")
 CSV_FORMAT = "--format=csv,noheader,nounits"
-QUERIES = {"gpus": ("--query-gpu", QUERY_GPU_FIELDS), "compute-apps": ("--query-compute-apps", QUERY_APPS_FIELDS)}
+QUERIES = {"gpus": ("--query-gpu", QUERY_GPU_FIELDS), "compute-apps": ("--query-compute-apps", QUERY_APPS_FIELDS),
+           "metrics": ("--query-gpu", QUERY_METRICS_FIELDS)}
 
 
 def query_argv(query: str, binary: str = "nvidia-smi") -> list[str]:
-    """argv of one of the QUERIES ("gpus" or "compute-apps") whose output parse_query_gpu /
-    parse_compute_apps read."""
+    """argv of one of the QUERIES ("gpus", "compute-apps" or "metrics"); parse_query_gpu /
+    parse_compute_apps read the first two, the GPU collector the third."""
     if query not in QUERIES:
         raise ValueError(f"unknown nvidia-smi query {query!r}: use one of {', '.join(QUERIES)}")
     flag, fields = QUERIES[query]
     return [str(binary), f"{flag}={','.join(fields)}", CSV_FORMAT]
+
+
+def query_fields(query: str) -> list[str]:
+    """The fields of one of the QUERIES, in the order its CSV columns come."""
+    if query not in QUERIES:
+        raise ValueError(f"unknown nvidia-smi query {query!r}: use one of {', '.join(QUERIES)}")
+    return list(QUERIES[query][1])
 
 
 QUERY_GPU_COMMAND = " ".join(query_argv("gpus"))

@@ -193,7 +193,7 @@ def vllm_device_ids(record):
 
 @_filter
 def vllm_diagnose(text):
-    """A vLLM server log → {category, summary, figures, fix}."""
+    """A vLLM server log → {category, summary, figures, fix, phase, phase_confidence, action, ...}."""
     from vllm_deploy import diagnose
 
     _expect(text, (str, bytes), "the log text")
@@ -334,6 +334,74 @@ def vllm_nvidia_smi_argv(query, binary="nvidia-smi"):
 
     _expect(query, (str,), "the query")
     return nvidia_smi.query_argv(query, binary)
+
+
+@_filter
+def vllm_nvidia_smi_fields(query):
+    """'gpus' / 'compute-apps' / 'metrics' → the fields of that query, in its CSV column order."""
+    from vllm_deploy import nvidia_smi
+
+    _expect(query, (str,), "the query")
+    return nvidia_smi.query_fields(query)
+
+
+@_filter
+def vllm_plan_actual(record, log, tolerance=0.05):
+    """An instance record + its start's log → the planner's figures next to vLLM's (plan.json)."""
+    from vllm_deploy import monitoring
+
+    _expect(record, (dict,), "the instance record")
+    _expect(log, (str,), "the log")
+    return monitoring.plan_vs_actual(record, log or "", float(tolerance))
+
+
+@_filter
+def vllm_plan_textfile(report):
+    """A vllm_plan_actual report → node-exporter textfile metrics (vllm_deploy_plan_*{kind=planned|actual})."""
+    from vllm_deploy import monitoring
+
+    _expect(report, (dict,), "the plan report")
+    return monitoring.plan_textfile(report)
+
+
+@_filter
+def vllm_scrape_targets(hosts, local_host):
+    """[{host, address, instances}] → Prometheus static_configs of every instance (labels host, instance, model, gpus)."""
+    from vllm_deploy import monitoring
+
+    _expect(hosts, (list,), "the hosts")
+    _expect(local_host, (str,), "the Prometheus host")
+    return monitoring.scrape_targets(hosts, local_host=local_host)
+
+
+@_filter
+def vllm_monitoring_fleet(hosts, hostvars, local_host):
+    """Host names + hostvars → [{host, address, instances}] (the input of vllm_scrape_targets)."""
+    from vllm_deploy import monitoring
+
+    _expect(hosts, (list,), "the hosts")
+    _expect(local_host, (str,), "the Prometheus host")
+    if not hasattr(hostvars, "__getitem__"):
+        raise TypeError(f"hostvars must be a mapping, got {type(hostvars).__name__}")
+    return monitoring.fleet_hosts(hosts, hostvars, local_host)
+
+
+@_filter
+def vllm_pinned_gpus(records):
+    """Instance records → {GPU index or UUID: [instance names]} (the GPU collector's pinned GPUs)."""
+    from vllm_deploy import monitoring
+
+    _expect(records, (list,), "the instance records")
+    return monitoring.pinned_gpus(records)
+
+
+@_filter
+def vllm_status_table(nodes):
+    """[{host, instances, systemctl, plans, gpus}] → the fleet as one text table (status.yml)."""
+    from vllm_deploy import monitoring
+
+    _expect(nodes, (list,), "the nodes")
+    return monitoring.status_table(nodes)
 
 
 @_filter
@@ -492,6 +560,13 @@ class FilterModule:
             "vllm_device_ids": vllm_device_ids,
             "vllm_compose_escape": vllm_compose_escape,
             "vllm_nvidia_smi_argv": vllm_nvidia_smi_argv,
+            "vllm_nvidia_smi_fields": vllm_nvidia_smi_fields,
+            "vllm_plan_actual": vllm_plan_actual,
+            "vllm_plan_textfile": vllm_plan_textfile,
+            "vllm_scrape_targets": vllm_scrape_targets,
+            "vllm_monitoring_fleet": vllm_monitoring_fleet,
+            "vllm_pinned_gpus": vllm_pinned_gpus,
+            "vllm_status_table": vllm_status_table,
             "vllm_dpkg_query_argv": vllm_dpkg_query_argv,
             "vllm_dpkg_installed_version": vllm_dpkg_installed_version,
             "vllm_torch_matches": vllm_torch_matches,
