@@ -522,6 +522,15 @@ def vllm_rank_watch_argv(record, helper_dir, config_dir, interval=30, probe_time
     return multinode.watch_argv(record, helper_dir, config_dir, interval, probe_timeout, failures)
 
 
+@_filter
+def vllm_unit_show(text):
+    """`systemctl show -p ...` output as a mapping of property to value."""
+    from vllm_deploy import multinode
+
+    _expect(text, (str,), "the systemctl show output")
+    return multinode.parse_show(text or "")
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -578,4 +587,5 @@ class FilterModule:
             "vllm_multinode_diagnosis": vllm_multinode_diagnosis,
             "vllm_rank_fingerprint_problems": vllm_rank_fingerprint_problems,
             "vllm_rank_watch_argv": vllm_rank_watch_argv,
+            "vllm_unit_show": vllm_unit_show,
         }
