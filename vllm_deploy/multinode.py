@@ -75,9 +75,10 @@ def parallel_sizes(entry: dict[str, Any]) -> tuple[int, int, int]:
     if tp is None and pp is None:
         tp, pp = per_host, len(hosts)
     elif tp is None:
-        tp = total // pp if _is_int(pp) and pp > 0 else per_host
+        # Never 0: a PP that does not divide the devices is refused as TP x PP != devices.
+        tp = max(1, total // pp) if _is_int(pp) and pp > 0 else per_host
     elif pp is None:
-        pp = total // tp if _is_int(tp) and tp > 0 else len(hosts)
+        pp = max(1, total // tp) if _is_int(tp) and tp > 0 else len(hosts)
     return tp, pp, total
 
 

@@ -43,6 +43,8 @@ BAD = [
     ([entry(gpus=[0, 1], flags={"tensor_parallel_size": 2, "pipeline_parallel_size": 3})], {}, GPU_FLEET,
      "node1: vllm_multinode_instances[0].flags: TP 2 x PP 3 = 6 but the instance has 4 GPUs (2 hosts x 2) — make "
      "tensor_parallel_size x pipeline_parallel_size equal the GPUs of all hosts"),
+    ([entry(flags={"pipeline_parallel_size": 3})], {}, FLEET,
+     "node1: vllm_multinode_instances[0].flags: TP 1 x PP 3 = 3 but the instance has 2 CPU hosts (2 hosts x 1)"),
     ([entry(hosts=["node1", "node3"])], {}, FLEET,
      "node1: vllm_multinode_instances[0].hosts: node3 is not a host of this play — add it to the inventory and to the play's limit (-l)"),
     ([entry(hosts=["node1"])], {}, FLEET,
