@@ -430,6 +430,45 @@ def vllm_torch_matches(installed, pin):
     return compat.torch_matches(installed, pin)
 
 
+@_filter
+def vllm_bench_argv(record, python, launcher, config_dir, settings, result_dir):
+    """An instance record + the vllm_bench_* settings → the node-side argv of its benchmark sweep."""
+    from vllm_deploy import bench
+
+    _expect(record, (dict,), "the instance record")
+    _expect(settings, (dict,), "the bench settings")
+    return bench.bench_argv(record, python, launcher, config_dir, settings, result_dir)
+
+
+@_filter
+def vllm_bench_progress(lines):
+    """The launcher's JSON lines (parsed) → one progress line."""
+    from vllm_deploy import bench
+
+    _expect(lines, (list,), "the sweep lines")
+    return bench.progress_line(lines)
+
+
+@_filter
+def vllm_tune_candidates(flags, candidates):
+    """The instance's current flags + vllm_bench_tune_candidates → the tuned flags of each trial."""
+    from vllm_deploy import bench
+
+    _expect(flags, (dict,), "the instance's flags")
+    _expect(candidates, (dict,), "vllm_bench_tune_candidates")
+    return bench.candidate_flags(flags, candidates)
+
+
+@_filter
+def vllm_tuned_instances(vllm_instances, name, tuned):
+    """vllm_instances with the tuned flags pinned on instance `name`."""
+    from vllm_deploy import bench
+
+    _expect(vllm_instances, (list,), "vllm_instances")
+    _expect(tuned, (dict,), "the tuned flags")
+    return bench.tuned_instances(vllm_instances, str(name), tuned)
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -478,4 +517,8 @@ class FilterModule:
             "vllm_dpkg_query_argv": vllm_dpkg_query_argv,
             "vllm_dpkg_installed_version": vllm_dpkg_installed_version,
             "vllm_torch_matches": vllm_torch_matches,
+            "vllm_bench_argv": vllm_bench_argv,
+            "vllm_bench_progress": vllm_bench_progress,
+            "vllm_tune_candidates": vllm_tune_candidates,
+            "vllm_tuned_instances": vllm_tuned_instances,
         }
