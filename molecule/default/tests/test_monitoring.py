@@ -13,6 +13,7 @@ import re
 import time
 
 import testinfra
+import yaml
 from helpers import PROJECT, ansible_playbook, converge_log
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
@@ -154,6 +155,22 @@ def test_every_dashboard_panel_query_returns_data():
     assert len(exprs) >= 10
     empty = [(title, expr) for title, expr in exprs if not query(expr)]
     assert empty == [], empty
+
+
+def test_grafana_provisioning_on_node2_names_the_dashboard_and_node1s_prometheus():
+    """What a Grafana on node2 (group grafana) reads at start: the repository's dashboard, a provider
+    pointing at it, and a data source whose URL is node1's Prometheus as node2 can reach it."""
+    host = node(NODE2)
+    installed = host.file("/var/lib/grafana/dashboards/vllm-deploy/vllm-fleet.json")
+    assert installed.mode == 0o644 and json.loads(installed.content_string) == json.loads(DASHBOARD.read_text())
+    provider = yaml.safe_load(host.file("/etc/grafana/provisioning/dashboards/vllm-deploy.yaml").content_string)
+    assert provider["providers"][0]["options"]["path"] == "/var/lib/grafana/dashboards/vllm-deploy"
+    source = yaml.safe_load(host.file("/etc/grafana/provisioning/datasources/vllm-deploy.yaml").content_string)
+    url = source["datasources"][0]["url"]
+    assert source["datasources"][0]["type"] == "prometheus" and url.endswith(":9090"), url
+    reached = host.check_output("python3 -c %s %s", "import sys,urllib.request;"
+                                "print(urllib.request.urlopen(sys.argv[1]+'/-/ready',timeout=10).status)", url)
+    assert reached == "200", (url, reached)
 
 
 def test_status_yml_prints_one_row_per_instance():
