@@ -19,7 +19,7 @@ VLLM_ARGS_VENV ?= /var/tmp/vllm-args-venv
 STAGING   := -i inventory/staging/hosts.yml
 
 .PHONY: help setup prereqs node-image wheelhouse staging staging-down test test-unit test-rules lint syntax collection-check molecule \
-        bench-deploy bench-planner bench-image python-base vllm-args check-vllm-args
+        bench-deploy bench-planner bench-diagnose bench-image python-base vllm-args check-vllm-args
 
 help:  ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -96,3 +96,6 @@ bench-image: node-image wheelhouse  ## Slim, text-only and naive vLLM images: si
 
 bench-planner: setup  ## Planner vs real vLLM startup logs (tests/fixtures/calibration)
 	$(PY) scripts/bench_planner.py
+
+bench-diagnose: setup  ## Diagnosis accuracy on the collected failure logs, and on the held-out third
+	$(PY) scripts/bench_diagnose.py

@@ -37,7 +37,12 @@ def run(args) -> int:
             print("figures:")
             for key, value in result.figures.items():
                 print(f"  {key}: {value}")
+        print(f"phase:      {result.phase} (confidence: {result.phase_confidence}; the log reached: "
+              f"{result.phase_reached})")
+        if result.phase_evidence:
+            print(f"  from:     {result.phase_evidence.splitlines()[0]}")
         print(f"fix:        {result.fix}")
+        print(f"deploy:     {result.action}: {result.action_text}")
         if result.evidence:
             print(f"evidence:   {result.evidence.splitlines()[0]}")
         print(f"confidence: {result.confidence}")

@@ -1,19 +1,27 @@
 """Diagnose why a vLLM server died, from its log (a unit's journal, a container log, a pasted excerpt).
 
-diagnose(text) → Diagnosis(category, summary, figures, fix). The rules match vLLM's own error
-wordings (V0 and V1 engines; read from vLLM's source and from real logs in public issues, see
-tests/unit/test_diagnose.py), never file names. How a root cause is chosen:
+diagnose(text) → Diagnosis: category, summary, figures, fix, and where the engine was when it failed
+(phase), with the deploy's action for the category. The rules match vLLM's own error wordings (V0 and V1
+engines; read from vLLM's source and from real logs in public issues: tests/fixtures/calibration/vllm-failures
+and tests/fixtures/vllm-failures-public, scored by scripts/bench_diagnose.py), never file names.
 
-1. The log is normalised: ANSI colours, journal / docker-compose / timestamp prefixes, vLLM's
+1. The log is normalised: ANSI colours, journal / docker-compose / CI / log-viewer prefixes, vLLM's
    `INFO 11-18 18:07:28 [file.py:12]` header and `(EngineCore_DP0 pid=…)` tags are stripped.
    Hard-wrapped messages still match: patterns allow any whitespace, newlines included, between words.
 2. The earliest *fatal* message wins (tier 2): tracebacks print the first exception before the
    wrappers ("Engine core initialization failed", "MQLLMEngine is already dead"), which match nothing.
+   An NCCL error whose own detail names /dev/shm is a /dev/shm problem.
 3. Without one, weaker evidence decides (tier 1: a traceback frame such as
    `_check_if_gpu_supports_dtype`, "No platform detected"), then the phase the log stopped in.
-4. An out-of-memory error is placed by what the log shows before it: weights loading / profiling
-   (cuda_oom_weights), KV cache sized, CUDA graph capture or sampler warm-up (cuda_oom_after_kv),
-   or requests being served (cuda_oom_runtime).
+4. The phase comes from evidence, strongest first, and `phase_confidence` says which:
+   high   — vLLM's message names it (sampler warm-up, the KV-cache check) or the error's traceback frames do
+            (load_model, profile_run, KV-cache allocation, capture_model, _dummy_sampler_run, execute_model);
+   medium — the last start-up milestone the log reached before the error (weights loaded, memory
+            profiled, KV cache sized, CUDA graphs being captured, serving requests);
+   low    — only a guess between neighbouring phases; none — no evidence (phase "unknown").
+   An out-of-memory error is named by that phase: cuda_oom_weights (GPU init, weights, profiling run),
+   cuda_oom_after_kv (KV-cache allocation, graph capture, sampler warm-up), cuda_oom_runtime (serving),
+   and plain cuda_oom when the log does not say: the phase is never guessed.
 """
 
 from __future__ import annotations
@@ -22,12 +30,18 @@ import math
 import re
 from dataclasses import asdict, dataclass, field
 
+from vllm_deploy.ladder import action_for
+
 CATEGORIES = (
     "kv_cache_too_small", "no_kv_memory", "free_memory_below_request", "cuda_oom_weights",
-    "cuda_oom_after_kv", "cuda_oom_runtime", "tp_not_divisible", "max_len_over_model_limit",
+    "cuda_oom_after_kv", "cuda_oom_runtime", "cuda_oom", "tp_not_divisible", "max_len_over_model_limit",
     "driver_mismatch_or_no_driver", "nccl_error", "shm_too_small", "port_in_use",
-    "model_not_found_or_auth", "trust_remote_code_required", "unsupported_dtype_or_gpu", "config_rejected", "unknown",
+    "model_not_found_or_auth", "trust_remote_code_required", "unsupported_dtype_or_gpu", "model_not_supported",
+    "config_rejected", "unknown",
 )
+# Where the engine was when it failed, in start-up order; "unknown" when the log does not say.
+PHASES = ("init", "model_loading", "profile_run", "kv_cache_allocation", "graph_capture", "sampler_warmup",
+          "serving", "unknown")
 
 
 @dataclass
@@ -38,6 +52,12 @@ class Diagnosis:
     fix: str = ""
     evidence: str | None = None      # the log line(s) the category was read from
     confidence: str = "high"         # high: vLLM's own error text; medium: frame/marker; low: inferred
+    phase: str = "unknown"           # one of PHASES: where the engine was when it failed
+    phase_confidence: str = "none"   # high: message or traceback frame; medium: milestones; low: a guess; none
+    phase_evidence: str | None = None  # the frame, message or milestone line the phase was read from
+    phase_reached: str = "none"      # the last start-up milestone the log shows before the error
+    action: str = "rollback"         # what the deploy does: ladder / refuse / rollback (vllm_deploy.ladder)
+    action_text: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -56,11 +76,21 @@ _PREFIX_RES = [
     # fastchat/loguru style: "| ERROR | stderr | "
     re.compile(r"^\|?\s*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s*\|\s*[\w.]+\s*\|\s?"),
     # vLLM process tags: "(EngineCore_DP0 pid=79) ", "(VllmWorker rank=3 pid=1090) ", "(RayWorkerWrapper pid=1, ip=10.0.0.1) "
-    re.compile(r"^\((?:[\w-]+(?:\s+\w+=\d+)*\s+)?pid=\d+(?:,\s*ip=[\w.:]+)?\)\s*"),
+    re.compile(r"^\s*\((?:[\w-]+(?:\s+\w+=\d+)*\s+)?pid=\d+(?:,\s*ip=[\w.:]+)?\)\s*"),
     # vLLM logger header: "ERROR 11-18 18:07:28 engine.py:366] ", "INFO 08-02 02:39:50 [__init__.py:248] "
     re.compile(r"^(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d{2}-\d{2}\s+\d{2}:\d{2}:\d{2}(?:\.\d+)?\s+"
                r"(?:\[[^\]]*\]|[\w./-]+:\d+\])\s?"),
+    # a custom vLLM formatter: "2024-12-19 21:40:35 ERROR 56542 [async_llm_engine.py:64] "
+    re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\d+\s+\[[\w./-]+:\d+\]\s?"),
+    # CI and Kubernetes log viewers: "  | ", "│ "; torch's "[rank0]: " and C++ "[E ProcessGroupNCCL.cpp:475] "
+    re.compile(r"^\s*[|│]\s?"),
+    re.compile(r"^\[rank\d+\]:\s?"),
+    re.compile(r"^\[[EWI](?:\d{3,4}\s+[\d:.]+)?\s+[\w.]+:\d+\]\s?"),
 ]
+# Colour codes whose escape byte was lost in a paste ("[36m(RayWorkerVllm pid=5) [0m"), a terminal's
+# "^M" for a carriage return, and a log viewer's right frame ("   │").
+_LOST_ESCAPE_RE = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m")
+_LINE_TAIL_RE = re.compile(r"(?:\^M)+$|\s+│$")
 
 
 def normalise(text) -> str:
@@ -68,8 +98,10 @@ def normalise(text) -> str:
     if isinstance(text, (bytes, bytearray)):
         text = bytes(text).decode("utf-8", errors="replace")
     text = _ANSI_RE.sub("", str(text or "")).replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+    text = _LOST_ESCAPE_RE.sub("", text)
     out = []
     for line in text.split("\n"):
+        line = _LINE_TAIL_RE.sub("", line.rstrip())
         for _ in range(8):
             before = line
             for prefix in _PREFIX_RES:
@@ -115,6 +147,9 @@ RULES: list[_Rule] = [
           r"number\s+of\s+tokens(?:\s+that\s+can\s+be\s+stored\s+in\s+KV\s+cache\s*\((?P<kv_tokens>\d+)\))?", kind="v0"),
     _rule("no_kv_memory", _p("No", "available", "memory", "for", "the", "cache", "blocks")),
     _rule("no_kv_memory", _p("Cannot", "auto-fit", "max_model_len")),
+    # V0 printed the block count before (or instead of) failing: "# GPU blocks: 0, # CPU blocks: 512" / "-1".
+    _rule("no_kv_memory", r"#\s*GPU\s+blocks:\s*(?P<gpu_blocks>0|-\d+)\b|num_gpu_blocks\s*=\s*(?P<num_gpu_blocks>0)\b|"
+                          r"Insufficient\s+GPU\s+memory\s+for\s+KV\s+cache", kind="blocks"),
     _rule("no_kv_memory", r"Available\s+KV\s+cache\s+memory:\s*(?P<kv_available_gib>-[\d.]+)\s*GiB", tier=1),
     _rule("free_memory_below_request",
           r"Free\s+memory\s+on\s+device(?:\s+[\w:]+)?\s*(?:\((?P<free_gib>\d+(?:\.\d+)?)\s*/\s*"
@@ -127,7 +162,7 @@ RULES: list[_Rule] = [
     _rule("cuda_oom", r"CUDA\s+out\s+of\s+memory\s+occurred\s+when\s+warming\s+up\s+sampler\s+with\s+"
                       r"(?P<dummy_requests>\d+)\s+dummy\s+requests", kind="sampler"),
     _rule("cuda_oom", r"CUDA\s+out\s+of\s+memory\.\s*Tried\s+to\s+allocate\s+(?P<tried>[\d.]+)\s*(?P<tried_unit>[KMG]iB)"),
-    _rule("cuda_oom", r"CUDA\s+out\s+of\s+memory|CUDA\s+error:\s*out\s+of\s+memory|OutOfMemoryError|"
+    _rule("cuda_oom", r"CUDA\s+out\s+of\s+memory|CUDA\s+(?:driver\s+)?error:\s*out\s+of\s+memory|OutOfMemoryError|HIP\s+out\s+of\s+memory|"
                       r"cudaErrorMemoryAllocation|CUBLAS_STATUS_ALLOC_FAILED|\bout\s+of\s+memory\s+error\s+occurred"),
     _rule("tp_not_divisible",
           r"Total\s+number\s+of\s+(?:attention\s+)?heads\s*\((?P<num_heads>\d+)\)\s*must\s+be\s+divisible\s+by\s+"
@@ -163,11 +198,15 @@ RULES: list[_Rule] = [
           r"(?:,\s*(?P<shm_free_mib>\d+)\s*MiB\s+free)?)?"),
     _rule("shm_too_small",
           r"No\s+space\s+left\s+on\s+device[^\n]{0,200}/dev/shm|/dev/shm[^\n]{0,200}No\s+space\s+left\s+on\s+device|"
-          r"failed\s+to\s+extend\s+/dev/shm|creating\s+shared\s+memory\s+segment\s+/dev/shm|insufficient\s+shared\s+memory\s*\(shm\)|\bBus\s+error\b"),
+          r"failed\s+to\s+extend\s+/dev/shm|creating\s+shared\s+memory\s+segment\s+(?:/dev/shm|nccl-)|"
+          r"posix_fallocate\s+failed\s*:\s*No\s+space\s+left|"
+          r"unable\s+to\s+(?:write\s+to\s+file|open\s+shared\s+memory\s+object)\s+</torch_[^>]*>|insufficient\s+shared\s+memory\s*\(shm\)|\bBus\s+error\b"),
     _rule("nccl_error",
           r"NCCL\s+error|ncclInternalError|ncclUnhandledCudaError|ncclSystemError|ncclInvalidUsage|ncclRemoteError|"
           r"ncclInvalidArgument|DistBackendError|Watchdog\s+caught\s+collective\s+operation\s+timeout|"
           r"NCCL\s+communicator\s+was\s+aborted|ProcessGroupNCCL[^\n]{0,120}(?:timed?\s*out|Timeout)"),
+    # NCCL's and vLLM's own CUDA-IPC failures between GPUs (P2P, custom all-reduce)
+    _rule("nccl_error", r"Cuda\s+failure\s+'?peer\s+access\s+is\s+not\s+supported|custom_all_reduce\.cuh:\d+\s+'[^'\n]+'"),
     _rule("nccl_error", r"NCCL\s+WARN", tier=1),
     _rule("port_in_use",
           r"\[Errno\s+98\][^\n]*|Address\s+already\s+in\s+use[^\n]*|EADDRINUSE[^\n]*|"
@@ -181,11 +220,23 @@ RULES: list[_Rule] = [
           r"No\s+such\s+file\s+or\s+directory:\s*'[^'\n]*config\.json'|"
           r"We\s+couldn'?t\s+connect\s+to\s+'https://huggingface\.co'|"
           r"Cannot\s+find\s+the\s+requested\s+files\s+in\s+the\s+(?:local\s+|disk\s+)?cache|"
-          r"Can'?t\s+load\s+the\s+(?:configuration|config|tokenizer)\s+(?:of|for)\s+'"),
+          r"Can'?t\s+load\s+the\s+(?:configuration|config|tokenizer)\s+(?:of|for)\s+'|"
+          r"Cannot\s+find\s+any\s+model\s+weights|Cannot\s+find\s+an\s+appropriate\s+cached\s+snapshot\s+folder|"
+          r"OfflineModeIsEnabled|Cannot\s+reach\s+https://huggingface\.co\S*:\s+offline\s+mode\s+is\s+enabled|"
+          r"Repo\s+model\s+\S+\s+is\s+gated"),
+    _rule("model_not_supported",
+          r"Model\s+architectures?\s+\[[^\]]*\]\s+(?:are|is)\s+not\s+supported|"
+          r"Error\s+in\s+inspecting\s+model\s+architecture|"
+          r"model\s+type\s+`?(?P<model_type>[\w.-]+)`?\s+but\s+Transformers\s+does\s+not\s+recognize\s+this\s+architecture|"
+          r"Tokenizer\s+class\s+\S+\s+does\s+not\s+exist\s+or\s+is\s+not\s+currently\s+imported|"
+          r"Unrecognized\s+configuration\s+class"),
     _rule("trust_remote_code_required",
           r"contains\s+custom\s+code\s+which\s+must\s+be\s+executed|"
           r"(?:Please\s+pass|passing)\s+the\s+argument\s+`?trust_remote_code=True`?|"
           r"requires\s+you\s+to\s+execute\s+the\s+(?:configuration|modeling|tokenizer)\s+file|"
+          r"requires\s+you\s+to\s+execute\s+(?:execute\s+)?some\s+code\s+in\s+that\s+repo|"
+          # vLLM's own wrapper of the transformers error (transformers_utils/config.py)
+          r"consider\s+setting\s+`?trust_remote_code=True`?|"
           r"set\s+the\s+option\s+`?trust_remote_code=True`?"),
     _rule("unsupported_dtype_or_gpu",
           r"Bfloat16\s+is\s+only\s+supported\s+on\s+GPUs\s+with\s+compute\s+capability\s+of\s+at\s+least\s+8\.0"
@@ -210,29 +261,72 @@ RULES: list[_Rule] = [
           r"ValueError:\s*(?P<message>(?:max_num_batched_tokens|max_num_seqs|max_num_active_seqs)\s*\(\d+\)[^\n]+)", tier=1),
 ]
 
-# Phase markers, to place an OOM and to read a log that stops without an error.
-_PHASES = [
-    ("serving", re.compile(r"Application\s+startup\s+complete|Uvicorn\s+running\s+on|Added\s+request|Received\s+request|"
-                           r"\"(?:POST|GET)\s+/v1/|Avg\s+prompt\s+throughput|init\s+engine\s+\(profile,\s+create\s+kv\s+cache,"
-                           r"\s+warmup\s+model\)\s+took", re.I)),
-    ("capture", re.compile(r"Capturing\s+(?:the\s+model\s+for\s+)?CUDA\s+graphs?|Capturing\s+cudagraphs|"
-                           r"Capturing\s+CUDA\s+graph\s+shapes|CUDA\s+graphs\s+can\s+take\s+additional|"
-                           r"Graph\s+capturing\s+finished|warming\s+up\s+sampler", re.I)),
-    ("kv_sized", re.compile(r"#?\s*GPU\s+blocks:|GPU\s+KV\s+cache\s+size:|Available\s+KV\s+cache\s+memory|"
-                            r"Maximum\s+concurrency\s+for|the\s+rest\s+of\s+the\s+memory\s+reserved\s+for\s+KV\s+Cache|"
-                            r"kv_cache_size=|Memory\s+profiling\s+takes", re.I)),
-    ("weights_loaded", re.compile(r"Loading\s+model\s+weights\s+took|Model\s+loading\s+took|Loading\s+weights\s+took", re.I)),
+# Start-up milestones in the order vLLM reaches them (V0 and V1 wordings): (name the log reached, the phase
+# a failure right after it is in, how sure that is). Progress bars count as "in progress" milestones.
+_MILESTONES = [
+    ("loading_weights", "model_loading", "medium", re.compile(
+        r"Starting\s+to\s+load\s+model|Loading\s+(?:safetensors|pt)\s+checkpoint\s+shards|Using\s+model\s+weights\s+format",
+        re.I)),
+    ("weights_loaded", "profile_run", "medium", re.compile(
+        r"Loading\s+model\s+weights\s+took|Model\s+loading\s+took|Loading\s+weights\s+took", re.I)),
+    ("profiling", "profile_run", "medium", re.compile(r"Starting\s+profile\s+run|torch\.compile\s+takes", re.I)),
+    ("memory_profiled", "kv_cache_allocation", "medium", re.compile(
+        r"Memory\s+profiling\s+(?:takes|results)|the\s+current\s+vLLM\s+instance\s+can\s+use|"
+        r"the\s+rest\s+of\s+the\s+memory\s+reserved\s+for\s+KV\s+Cache|Available\s+KV\s+cache\s+memory", re.I)),
+    # After the cache is sized the next steps are allocation, graph capture and the sampler warm-up: a guess.
+    ("kv_cache_allocated", "graph_capture", "low", re.compile(
+        r"#?\s*GPU\s+blocks:\s*\d|GPU\s+KV\s+cache\s+size:|Maximum\s+concurrency\s+for", re.I)),
+    ("capturing_cuda_graphs", "graph_capture", "medium", re.compile(
+        r"Capturing\s+(?:the\s+model\s+for\s+)?CUDA\s+graphs?|Capturing\s+cudagraphs|Capturing\s+CUDA\s+graph\s+shapes|"
+        r"CUDA\s+graphs\s+can\s+take\s+additional|Registering\s+\d+\s+cuda\s+graph\s+addresses", re.I)),
+    ("cuda_graphs_captured", "sampler_warmup", "low", re.compile(r"Graph\s+capturing\s+finished", re.I)),
+    ("engine_ready", "serving", "medium", re.compile(
+        r"init\s+engine\s+\(profile,\s+create\s+kv\s+cache,\s+warmup\s+model\)\s+took", re.I)),
+    ("serving", "serving", "medium", re.compile(
+        r"Application\s+startup\s+complete|Uvicorn\s+running\s+on|Starting\s+vLLM\s+API\s+server|Available\s+routes\s+are|Added\s+request|Received\s+request|"
+        r"\"(?:POST|GET)\s+/v1/|Avg\s+prompt\s+throughput|Processed\s+prompts:\s*\d", re.I)),
 ]
-_FRAME_PHASES = [  # most specific first: profile and capture tracebacks share _dummy_run / cuda_graph.py frames
-    ("after_kv:sampler warm-up", re.compile(r"_dummy_sampler_run|warming\s+up\s+sampler", re.I)),
-    ("after_kv:CUDA graph capture", re.compile(r"capture_model|_capture_cudagraphs|capture_end|capture_begin", re.I)),
-    ("after_kv:KV cache allocation", re.compile(r"initialize_kv_cache|allocate_kv_cache|initialize_cache|_init_cache|"
-                                                r"init_kv_cache|_reshape_kv_cache|bind_kv_cache", re.I)),
-    ("weights:memory-profiling run", re.compile(r"profile_run|determine_available_memory|determine_num_available_blocks", re.I)),
-    ("weights:weight loading", re.compile(r"load_model|load_weights|model_loader|weight_loader|initialize_model", re.I)),
-    ("after_kv:CUDA graph capture", re.compile(r"compile_or_warm_up_model|_warm_up_model|cuda_graph|cudagraph", re.I)),
-    ("runtime:serving", re.compile(r"execute_model|run_busy_loop|engine_step|step_with_batch_queue|_process_input_queue", re.I)),
+# Traceback frames, most specific first: capture and profiling tracebacks share _dummy_run and model
+# forward frames, a profiling run calls execute_model, and V1 wraps all start-up in _initialize_kv_caches.
+_FRAME_PHASES = [
+    ("sampler_warmup", re.compile(r"_dummy_sampler_run|warming\s+up\s+sampler", re.I)),
+    ("graph_capture", re.compile(r"capture_model|_capture_cudagraphs|_warmup_and_capture|capture_end|capture_begin|"
+                                 r"torch\.cuda\.graph\(|CUDAGraph", re.I)),
+    ("profile_run", re.compile(r"profile_run|determine_available_memory|determine_num_available_blocks|"
+                               r"profile_cudagraph_memory", re.I)),
+    ("kv_cache_allocation", re.compile(r"initialize_kv_cache|allocate_kv_cache|initialize_cache\b|_init_cache|"
+                                       r"init_kv_cache|init_cache_engine|_reshape_kv_cache|bind_kv_cache|get_kv_cache_configs?\b|"
+                                       r"check_enough_kv_cache_memory|raise_if_cache_size_invalid|initialize_from_config",
+                                       re.I)),
+    ("model_loading", re.compile(r"\bload_model\b|load_weights|model_loader|weight_loader|initialize_model|"
+                                 r"\bget_model\b|create_weights|make_layers|safetensors_weights_iterator", re.I)),
+    ("graph_capture", re.compile(r"compile_or_warm_up_model|_warm_up_model", re.I)),
+    ("serving", re.compile(r"execute_model|run_busy_loop|engine_step|step_with_batch_queue|_process_input_queue|"
+                           r"run_engine_loop|_process_engine_step|start_worker_execution_loop|output_handler|step_async",
+                           re.I)),
+    ("init", re.compile(r"\binit_device\b|\binit_model\b|init_worker_distributed_environment|_init_distributed_environment|"
+                        r"initialize_model_parallel|init_distributed_environment|ncclCommInitRank|"
+                        r"create_engine_config|verify_with_parallel_config|resolve_trust_remote_code|make_arg_parser|"
+                        r"\bget_config\b|get_open_port|run_server|temp_socket\.bind", re.I)),
 ]
+# A traceback's frame lines and the indented source lines under them (Python and IPython layouts).
+_FRAME_LINE_RE = re.compile(r'^[ \t]*File\s+"[^"\n]*",\s+line\s+\d+,\s+in\s+\S+|^[ \t]{2,}\S[^\n]{0,300}|'
+                            r'^-->[^\n]{0,300}|^File\s+~[^\n]{0,300}', re.M)
+# Where a category itself says the phase (vLLM raises these at one point of start-up).
+_CATEGORY_PHASES = {
+    "kv_cache_too_small": "kv_cache_allocation", "no_kv_memory": "kv_cache_allocation",
+    "tp_not_divisible": "init", "max_len_over_model_limit": "init", "trust_remote_code_required": "init",
+    "model_not_found_or_auth": "init", "model_not_supported": "init", "config_rejected": "init",
+}
+_OOM_CATEGORY = {
+    "init": ("cuda_oom_weights", "GPU initialisation, before the weights"),
+    "model_loading": ("cuda_oom_weights", "weight loading"),
+    "profile_run": ("cuda_oom_weights", "the memory-profiling run after the weights loaded"),
+    "kv_cache_allocation": ("cuda_oom_after_kv", "KV cache allocation"),
+    "graph_capture": ("cuda_oom_after_kv", "CUDA graph capture"),
+    "sampler_warmup": ("cuda_oom_after_kv", "sampler warm-up"),
+    "serving": ("cuda_oom_runtime", "serving requests"),
+}
 
 # Figures read from the log around the error (last occurrence before it wins).
 _CONTEXT_FIGURES = [
@@ -263,10 +357,11 @@ _OOM_DETAIL_RES = [
                r"(?P<free>[\d.]+)\s*(?P<free_unit>[KMG]iB)\s+free", re.I),
 ]
 _OTHER_PROCESS_RE = re.compile(r"Process\s+(\d+)\s+has\s+([\d.]+)\s*([KMG]iB)\s+memory\s+in\s+use", re.I)
-_EXCEPTION_LINE_RE = re.compile(r"^\s*(?:[\w.]+\.)?(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt))\b(?::.*)?$|"
+_EXCEPTION_LINE_RE = re.compile(r"^\s*(?:[\w.]+\.)?(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt))\b(?::.*|\(.*)?$|"
+                                r"^\s*Exception\s+raised\s+from\s.*$|"
                                 r"^\s*(?:Value|Runtime|Assertion|Type|Key|OS|Import|Attribute)\s+error,.*$", re.M)
 _WRAPPER_RE = re.compile(r"Engine\s+core\s+initialization\s+failed|Engine\s+process\s+failed\s+to\s+start|"
-                         r"EngineDeadError|is\s+already\s+dead|Worker\s+failed|Traceback|During\s+handling", re.I)
+                         r"EngineDeadError|is\s+already\s+dead|\bdied\b|Worker\s+failed|Traceback|During\s+handling", re.I)
 
 
 def _gib(value: str, unit: str | None) -> float:
@@ -305,33 +400,84 @@ def _line_at(text: str, start: int, end: int) -> str:
     return text[a: b if b != -1 else len(text)].strip()[:500]
 
 
-def _phase_before(text: str, pos: int) -> tuple[str | None, int]:
-    best, best_pos = None, -1
-    for phase, pattern in _PHASES:
-        for m in pattern.finditer(text, 0, pos):
-            if m.start() > best_pos:
-                best, best_pos = phase, m.start()
-    return best, best_pos
+# One word each milestone's wording must contain (words, not phrases: a hard-wrapped line still has them),
+# so a huge log without any is not scanned by every pattern.
+_MILESTONE_HINTS = {
+    "loading_weights": ("load", "shards", "weights"), "weights_loaded": ("took",), "profiling": ("profile", "compile"),
+    "memory_profiled": ("profiling", "instance", "reserved", "available"),
+    "kv_cache_allocated": ("blocks", "size:", "concurrency"), "capturing_cuda_graphs": ("captur", "graph"),
+    "cuda_graphs_captured": ("capturing",), "engine_ready": ("engine",),
+    "serving": ("startup", "uvicorn", "server", "routes", "request", "/v1/", "throughput", "prompts"),
+}
 
 
-def _oom_phase(text: str, pos: int, kind: str) -> tuple[str, str]:
-    """(category, where) for an out-of-memory error at pos."""
-    if kind == "sampler" or re.search(r"warming\s+up\s+sampler", text[pos: pos + 4000], re.I):
-        return "cuda_oom_after_kv", "sampler warm-up"
+def _milestones(text: str) -> list[tuple[int, str, str, str]]:
+    """(position, milestone, phase after it, confidence) for every milestone in text, by position."""
+    low = text.lower()
+    return sorted((m.start(), name, phase, confidence)
+                  for name, phase, confidence, pattern in _MILESTONES
+                  if any(hint in low for hint in _MILESTONE_HINTS[name])
+                  for m in pattern.finditer(text))
+
+
+def _milestone_before(milestones: list, pos: int) -> tuple[str, str | None, str, int]:
+    """(milestone reached, the phase after it, confidence, its position) for the last milestone before pos."""
+    before = [m for m in milestones if m[0] < pos]
+    if not before:
+        return "none", None, "none", -1
+    start, name, phase, confidence = before[-1]
+    return name, phase, confidence, start
+
+
+def _frames_near(text: str, pos: int, end: int) -> tuple[str | None, str | None, str]:
+    """(phase, frame line, confidence) from the traceback frames around an error at text[pos:end].
+
+    The frames above the error line are its own traceback (high); other ranks print theirs after it, and the
+    API server logs output_handler only once it serves (medium). Only frame-like lines are read, so an
+    INFO line that mentions "load model" is not a frame."""
     tb = text.rfind("Traceback (most recent call last)", 0, pos)
-    frames = text[tb:pos] if tb != -1 and pos - tb < 30000 else ""
-    for label, pattern in _FRAME_PHASES:
-        if frames and pattern.search(frames):
-            group, where = label.split(":")
-            return {"after_kv": "cuda_oom_after_kv", "weights": "cuda_oom_weights",
-                    "runtime": "cuda_oom_runtime"}[group], where
-    phase, _ = _phase_before(text, pos)
-    return {
-        "serving": ("cuda_oom_runtime", "serving requests"),
-        "capture": ("cuda_oom_after_kv", "CUDA graph capture / sampler warm-up"),
-        "kv_sized": ("cuda_oom_after_kv", "after the KV cache was sized"),
-        "weights_loaded": ("cuda_oom_weights", "memory-profiling run after the weights loaded"),
-    }.get(phase, ("cuda_oom_weights", "model loading"))
+    start = tb if tb != -1 and pos - tb < 30000 else max(0, pos - 6000)
+    for window, confidence in ((text[start:pos], "high"), (text[end:end + 4000], "medium")):
+        frames = "\n".join(m.group(0) for m in _FRAME_LINE_RE.finditer(window))
+        for phase, pattern in _FRAME_PHASES:
+            m = pattern.search(frames)
+            if m:
+                return phase, _line_at(frames, m.start(), m.end()), confidence
+    return None, None, "none"
+
+
+def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones: list) -> dict:
+    """Where the engine was when the error at text[pos:end] happened: phase, confidence, evidence, reached."""
+    reached, after, milestone_confidence, milestone_pos = _milestone_before(milestones, pos)
+    out = {"phase_reached": reached, "phase": "unknown", "phase_confidence": "none", "phase_evidence": None}
+    # V1 re-raises a torch OOM in the sampler warm-up as its own message, printed after the torch one
+    sampler = re.search(r"warming\s+up\s+sampler", text[pos: pos + 4000], re.I) if category == "cuda_oom" else None
+    if kind == "sampler" or sampler:
+        a, b = (pos, end) if kind == "sampler" else (pos + sampler.start(), pos + sampler.end())
+        out.update(phase="sampler_warmup", phase_confidence="high", phase_evidence=_line_at(text, a, b))
+        return out
+    if category == "free_memory_below_request":
+        phase = "profile_run" if re.match(r"Error\s+in\s+memory\s+profiling", text[pos:end], re.I) else "init"
+        out.update(phase=phase, phase_confidence="high", phase_evidence=_line_at(text, pos, end))
+        return out
+    if category in _CATEGORY_PHASES:
+        out.update(phase=_CATEGORY_PHASES[category], phase_confidence="high", phase_evidence=_line_at(text, pos, end))
+        return out
+    phase, frame, confidence = _frames_near(text, pos, end)
+    if phase:
+        out.update(phase=phase, phase_confidence=confidence, phase_evidence=frame)
+    elif after:
+        out.update(phase=after, phase_confidence=milestone_confidence,
+                   phase_evidence=_line_at(text, milestone_pos, milestone_pos + 1))
+    elif re.search(r"Waiting\s+for\s+application\s+shutdown|Application\s+shutdown\s+complete|"
+                   r"output_handler\s+failed", text[end:end + 4000], re.I):
+        # the API server only starts (and so only shuts down) after the engine finished starting up
+        out.update(phase="serving", phase_confidence="medium",
+                   phase_evidence=_line_at(text, end, end + 1))
+    elif category in ("unsupported_dtype_or_gpu", "port_in_use", "driver_mismatch_or_no_driver") and kind != "kernel":
+        # raised while the engine is configured, finds its GPUs or binds its port, before any weight is loaded
+        out.update(phase="init", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
+    return out
 
 
 def _fmt(x) -> str:
@@ -461,10 +607,43 @@ def _fix(category: str, f: dict, where: str = "", kind: str = "") -> tuple[str, 
                          "torch wheel's CUDA needs a newer driver branch or a torch build for an older CUDA "
                          "(vllm-deploy's compat gate checks this).")
     if category == "nccl_error":
-        return ("NCCL (multi-GPU communication) failed",
-                "Rerun with NCCL_DEBUG=INFO to see the cause; give the container --ipc=host or a large shm_size; "
-                "on consumer GPUs without P2P try NCCL_P2P_DISABLE=1 and --disable-custom-all-reduce; check all "
-                "GPUs are visible and healthy (nvidia-smi, dmesg Xid).")
+        summary, first = {
+            "p2p": ("NCCL (multi-GPU communication) failed: peer-to-peer access between the GPUs is not supported",
+                    "set NCCL_P2P_DISABLE=1 (consumer GPUs and some PCIe topologies have no P2P) and add "
+                    "--disable-custom-all-reduce"),
+            "custom_allreduce": ("NCCL / vLLM's custom all-reduce failed ('invalid argument' on the CUDA IPC buffers)",
+                                 "add --disable-custom-all-reduce (tensor parallelism falls back to NCCL's all-reduce); "
+                                 "if NCCL itself fails, use an NCCL newer than 2.18 (the torch wheel's nvidia-nccl)"),
+            "timeout": ("An NCCL collective hung until the watchdog timed it out",
+                        "check every GPU of the group is healthy and not shared (nvidia-smi, dmesg Xid), set "
+                        "NCCL_DEBUG=INFO to find the rank that stopped, and upgrade vLLM if the thread of your "
+                        "version reports a hang"),
+            "system": ("NCCL failed in a system call (ncclSystemError / 'unhandled system error')",
+                       "in a container this is most often /dev/shm: run it with --ipc=host or a large --shm-size "
+                       "(Kubernetes: an emptyDir with medium: Memory on /dev/shm) and clear stale /dev/shm/nccl-* "
+                       "files; rerun with NCCL_DEBUG=INFO to see which call failed"),
+        }.get(kind, ("NCCL (multi-GPU communication) failed",
+                     "rerun with NCCL_DEBUG=INFO to see the cause; give the container --ipc=host or a large shm_size"))
+        return summary, (first + "; on consumer GPUs without P2P NCCL_P2P_DISABLE=1 and --disable-custom-all-reduce "
+                         "help; check all GPUs are visible and healthy (nvidia-smi, dmesg Xid).")
+    if category == "cuda_oom":
+        summary = "CUDA out of memory; the log does not show where in start-up or serving it happened"
+        if f.get("tried_to_allocate_gib") is not None:
+            summary += f" (tried to allocate {_fmt(f['tried_to_allocate_gib'])} GiB)"
+        low = _lower_util(util)
+        return summary, (f"Lower --gpu-memory-utilization{util_txt}" + (f" to {low:.2f}" if low else "")
+                         + " and --max-num-seqs / --max-num-batched-tokens, or add --enforce-eager; if the weights "
+                         "alone do not fit, use more GPUs (-tp) or a quantized checkpoint. Collect the log from the "
+                         "start of the unit to see the phase (journalctl -u UNIT -b).")
+    if category == "model_not_supported":
+        mt = f.get("model_type")
+        return ((f"This vLLM/transformers cannot load model type '{mt}'" if mt else
+                 "This vLLM cannot load the model's architecture (not supported, or its model registry failed)"),
+                "Upgrade vLLM together with the transformers it pins (a new architecture needs a newer release); "
+                "if the architecture is in vLLM's supported list, the install is broken: the registry imports each "
+                "model class in a subprocess, so reinstall vLLM and torch from one pinned set in a clean venv and "
+                "read the subprocess error above. A tokenizer class transformers lacks can also be the "
+                "repository's own code: then --trust-remote-code.")
     if category == "shm_too_small":
         req = f.get("shm_required_mib")
         summary = "Shared memory (/dev/shm) too small" + (f": {req} MiB required" if req else "")
@@ -506,8 +685,8 @@ def diagnose(text) -> Diagnosis:
     try:
         return _diagnose(text)
     except Exception as exc:  # noqa: BLE001 - a diagnosis tool must answer for any input
-        return Diagnosis("unknown", f"Diagnosis failed on this input ({type(exc).__name__}); read the log by hand",
-                         {}, "Read the first traceback in the log.", None, "low")
+        return _with_action(Diagnosis("unknown", f"Diagnosis failed on this input ({type(exc).__name__}); read the "
+                                      "log by hand", {}, "Read the first traceback in the log.", None, "low"))
 
 
 def _diagnose(text) -> Diagnosis:
@@ -516,8 +695,8 @@ def _diagnose(text) -> Diagnosis:
     except Exception:  # noqa: BLE001 - a diagnosis tool must answer for any input
         norm = ""
     if not norm.strip():
-        return Diagnosis("unknown", "Empty log: nothing to diagnose", {}, "Collect the service log "
-                         "(journalctl -u UNIT or docker logs CONTAINER) from its start.", None, "low")
+        return _with_action(Diagnosis("unknown", "Empty log: nothing to diagnose", {}, "Collect the service log "
+                                      "(journalctl -u UNIT or docker logs CONTAINER) from its start.", None, "low"))
     matches = []
     for order, rule in enumerate(RULES):
         m = rule.pattern.search(norm)
@@ -527,30 +706,27 @@ def _diagnose(text) -> Diagnosis:
     weak = sorted((x for x in matches if x[0] == 1), key=lambda x: (-x[1], x[2]))
     chosen = strong[0] if strong else (weak[0] if weak else None)
 
+    if chosen is not None and chosen[3].category == "nccl_error":
+        # NCCL reports the failed system call in its own detail ("Last error: ... /dev/shm ..."): that is the cause.
+        shm = [x for x in strong if x[3].category == "shm_too_small" and abs(x[1] - chosen[1]) < 3000]
+        chosen = shm[0] if shm else chosen
+
+    milestones = _milestones(norm)
     if chosen is None:
-        phase, pos = _phase_before(norm, len(norm))
-        figures = _context_figures(norm, len(norm))
-        if phase == "capture":
-            summary, fix = _fix("cuda_oom_after_kv", figures, "CUDA graph capture")
-            fix = fix[:1].upper() + fix[1:]
-            return Diagnosis("cuda_oom_after_kv",
-                             "The log stops during CUDA graph capture, after the KV cache was sized (no error text "
-                             "in the excerpt; OOM is the usual failure there)", figures, fix,
-                             _line_at(norm, pos, pos), "low")
-        exc = [m for m in _EXCEPTION_LINE_RE.finditer(norm) if not _WRAPPER_RE.search(m.group(0))]
-        line = exc[0].group(0).strip() if exc else None
-        return Diagnosis("unknown", f"No known vLLM failure found; first error: {line}" if line
-                         else "No known vLLM failure found in the log", figures,
-                         "Read the first traceback in the full log; rerun with VLLM_LOGGING_LEVEL=DEBUG.",
-                         line, "low")
+        return _no_known_failure(norm, milestones)
 
     tier, pos, _, rule, m = chosen
     figures = _context_figures(norm, pos)
     figures.update({k: _num(v) for k, v in m.groupdict().items()
                     if v is not None and re.fullmatch(r"-?[\d.,]+", v) and _num(v) is not None})
     figures.update({k: v.strip() for k, v in m.groupdict().items()
-                    if v is not None and k in ("gpu_name", "quantization", "config", "message")})
+                    if v is not None and k in ("gpu_name", "quantization", "model_type", "config", "message")})
     category, where, kind = rule.category, "", rule.kind
+    if category == "unsupported_dtype_or_gpu" and re.search(r"no\s+kernel\s+image", m.group(0), re.I):
+        kind = "kernel"
+    if category == "nccl_error":
+        kind = _nccl_kind(norm[max(0, pos - 2000): pos + 3000])
+    loc = _locate(norm, pos, m.end(), category, kind, milestones)
     if category == "cuda_oom":
         tail = norm[pos: pos + 1500]
         if m.groupdict().get("tried") is not None:
@@ -570,7 +746,7 @@ def _diagnose(text) -> Diagnosis:
         other = _OTHER_PROCESS_RE.search(tail)
         if other:
             figures["process_memory_gib"] = _gib(other.group(2), other.group(3))
-        category, where = _oom_phase(norm, pos, kind)
+        category, where = _OOM_CATEGORY.get(loc["phase"], ("cuda_oom", ""))
     if category == "port_in_use":
         port = (re.search(r"\(\s*'[^']*',\s*(\d+)\)|addr='?tcp://[^'\s]*:(\d+)|port:\s*(\d+)|:(\d{2,5})\b", m.group(0)))
         if port:
@@ -587,4 +763,48 @@ def _diagnose(text) -> Diagnosis:
     if category == "shm_too_small" and re.match(r"Bus\s+error", m.group(0), re.I):
         summary += " (a bus error: in containers almost always an undersized /dev/shm)"
         confidence = "medium"
-    return Diagnosis(category, summary, figures, fix, _line_at(norm, m.start(), m.end()), confidence)
+    return _with_action(Diagnosis(category, summary, figures, fix, _line_at(norm, m.start(), m.end()), confidence,
+                                  **loc))
+
+
+def _no_known_failure(norm: str, milestones: list) -> Diagnosis:
+    """No rule matched: a log that stops in CUDA graph capture, else `unknown` with the first error line."""
+    reached, after, _, milestone_pos = _milestone_before(milestones, len(norm))
+    figures = _context_figures(norm, len(norm))
+    if reached == "capturing_cuda_graphs":
+        summary, fix = _fix("cuda_oom_after_kv", figures, "CUDA graph capture")
+        return _with_action(Diagnosis(
+            "cuda_oom_after_kv", "The log stops during CUDA graph capture, after the KV cache was sized (no error "
+            "text in the excerpt; OOM is the usual failure there)", figures, fix[:1].upper() + fix[1:],
+            _line_at(norm, milestone_pos, milestone_pos), "low", phase="graph_capture", phase_confidence="medium",
+            phase_evidence=_line_at(norm, milestone_pos, milestone_pos), phase_reached=reached))
+    exc = [m for m in _EXCEPTION_LINE_RE.finditer(norm) if not _WRAPPER_RE.search(m.group(0))]
+    line = exc[0].group(0).strip()[:300] if exc else None
+    loc = _locate(norm, exc[0].start(), exc[0].end(), "unknown", "", milestones) if exc else {
+        "phase_reached": reached, "phase": after or "unknown", "phase_confidence": "low" if after else "none",
+        "phase_evidence": _line_at(norm, milestone_pos, milestone_pos) if after else None}
+    where = f"; the log reached: {loc['phase_reached'].replace('_', ' ')}" if loc["phase_reached"] != "none" else ""
+    where += f"; failed in: {loc['phase'].replace('_', ' ')}" if loc["phase"] != "unknown" else ""
+    summary = (f"No known vLLM failure found; first error: {line}" if line
+               else "No known vLLM failure found in the log") + where
+    return _with_action(Diagnosis("unknown", summary, figures,
+                                  "Read the first traceback in the full log; rerun with VLLM_LOGGING_LEVEL=DEBUG "
+                                  "(and CUDA_LAUNCH_BLOCKING=1 for a CUDA error).", line, "low", **loc))
+
+
+def _with_action(d: Diagnosis) -> Diagnosis:
+    act = action_for(d.category)
+    d.action, d.action_text = act["action"], act["text"]
+    return d
+
+
+def _nccl_kind(context: str) -> str:
+    """Which NCCL failure, from the text around the error: its fix differs."""
+    for kind, pattern in (
+            ("p2p", r"peer\s+access|P2PStatus|P2P\s+is\s+not\s+supported"),
+            ("custom_allreduce", r"custom_all_reduce|custom\s+all-?reduce|Cuda\s+failure\s+'invalid\s+argument'"),
+            ("timeout", r"Watchdog\s+caught\s+collective\s+operation\s+timeout|timed?\s*out"),
+            ("system", r"unhandled\s+system\s+error|ncclSystemError")):
+        if re.search(pattern, context, re.I):
+            return kind
+    return ""

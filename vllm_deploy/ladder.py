@@ -9,10 +9,29 @@ from __future__ import annotations
 
 from typing import Any
 
-MEMORY_CATEGORIES = frozenset({
-    "kv_cache_too_small", "no_kv_memory", "free_memory_below_request",
-    "cuda_oom_weights", "cuda_oom_after_kv", "cuda_oom_runtime",
-})
+# What the deploy does with each diagnosis category (vllm_deploy.diagnose attaches it to every diagnosis):
+# "ladder"   a memory failure: the degrade ladder climbs when vllm_serve_auto_degrade is on, else rollback;
+# "refuse"   a configuration or node the deploy refuses before it starts vLLM again (planner, gpu_facts),
+#            so the failed start itself is rolled back;
+# "rollback" nothing a flag rung can change: the previous version is restored and the fix is reported.
+ACTIONS = {
+    "kv_cache_too_small": "ladder", "no_kv_memory": "ladder", "free_memory_below_request": "ladder",
+    "cuda_oom_weights": "ladder", "cuda_oom_after_kv": "ladder", "cuda_oom_runtime": "ladder", "cuda_oom": "ladder",
+    "tp_not_divisible": "refuse", "max_len_over_model_limit": "refuse", "driver_mismatch_or_no_driver": "refuse",
+    "nccl_error": "rollback", "shm_too_small": "rollback", "port_in_use": "rollback",
+    "model_not_found_or_auth": "rollback", "trust_remote_code_required": "rollback",
+    "unsupported_dtype_or_gpu": "rollback", "model_not_supported": "rollback", "config_rejected": "rollback",
+    "unknown": "rollback",
+}
+ACTION_TEXT = {
+    "ladder": ("degrade ladder when vllm_serve_auto_degrade is on (max_model_len, max_num_seqs, "
+               "gpu_memory_utilization, enforce_eager; one rung at a time, never below the floors), else rollback"),
+    "refuse": "rollback now; the {by} refuses this before vLLM is started again",
+    "rollback": "rollback to the previous version (no flag rung fixes this)",
+}
+REFUSED_BY = {"tp_not_divisible": "planner (vllm_plan)", "max_len_over_model_limit": "planner (vllm_plan)",
+              "driver_mismatch_or_no_driver": "GPU facts play (gpu_facts, driver checks)"}
+MEMORY_CATEGORIES = frozenset(c for c, action in ACTIONS.items() if action == "ladder")
 STEPS = ("max_model_len", "max_num_seqs", "gpu_memory_utilization", "enforce_eager")
 DEFAULT_MAX_NUM_SEQS = 256          # vLLM's default on most GPUs (1024 on >=70 GiB non-A100 cards)
 DEFAULT_UTILIZATION = 0.9
@@ -84,6 +103,12 @@ def _apply(step: str, flags: dict[str, Any], figures: dict[str, Any], engine: st
         flags["enforce_eager"] = True
         return flags
     raise ValueError(f"unknown ladder step {step!r}")
+
+
+def action_for(category: str) -> dict[str, str]:
+    """{"action": ladder|refuse|rollback, "text": what the deploy does} for a diagnosis category."""
+    action = ACTIONS.get(category, "rollback")
+    return {"action": action, "text": ACTION_TEXT[action].format(by=REFUSED_BY.get(category, "deploy"))}
 
 
 def is_memory_failure(diagnosis: dict[str, Any] | None) -> bool:

@@ -193,7 +193,7 @@ def vllm_device_ids(record):
 
 @_filter
 def vllm_diagnose(text):
-    """A vLLM server log → {category, summary, figures, fix}."""
+    """A vLLM server log → {category, summary, figures, fix, phase, phase_confidence, action, ...}."""
     from vllm_deploy import diagnose
 
     _expect(text, (str, bytes), "the log text")

@@ -13,6 +13,7 @@ import yaml
 
 from conftest import REPO, calibration_dir, calibration_files
 from vllm_deploy.diagnose import CATEGORIES, diagnose
+from vllm_deploy.ladder import ACTIONS, MEMORY_CATEGORIES
 
 # Figures read by hand from each log (not from this code's output).
 EXPECTED_FIGURES = {
@@ -231,6 +232,104 @@ def test_unknown_names_the_first_error():
     assert r.category == "unknown" and "KeyError: 'qwen9'" in r.summary
 
 
+# --- phase: from the message, the frames, the milestones; never guessed --------------------------
+def test_oom_without_evidence_is_not_called_a_weights_oom():
+    r = diagnose(OOM)
+    assert r.category == "cuda_oom" and r.phase == "unknown" and r.phase_confidence == "none"
+    assert r.action == "ladder" and "--gpu-memory-utilization" in r.fix
+
+
+@pytest.mark.parametrize("before,after,category,phase,confidence", [
+    # frames above the error line, no "Traceback" header (a worker's excerpt)
+    (['  File "x/torch/cuda/graphs.py", line 84, in capture_end', "    super().capture_end()"], [],
+     "cuda_oom_after_kv", "graph_capture", "high"),
+    (['  File "x/vllm/v1/worker/gpu_model_runner.py", line 1, in _dummy_sampler_run'], [],
+     "cuda_oom_after_kv", "sampler_warmup", "high"),
+    (["Traceback (most recent call last):", '  File "x/vllm/v1/core/kv_cache_utils.py", line 1, in get_kv_cache_configs',
+      '  File "x/vllm/v1/worker/gpu_model_runner.py", line 1, in initialize_kv_cache'], [],
+     "cuda_oom_after_kv", "kv_cache_allocation", "high"),
+    (["Traceback (most recent call last):", '  File "x/vllm/v1/engine/core.py", line 1, in run_busy_loop',
+      '  File "x/vllm/v1/worker/gpu_model_runner.py", line 1, in execute_model'], [],
+     "cuda_oom_runtime", "serving", "high"),
+    # another rank's traceback, printed after the error line
+    ([], ["Traceback (most recent call last):", '  File "x/vllm/worker/model_runner.py", line 1, in profile_run'],
+     "cuda_oom_weights", "profile_run", "medium"),
+    # only the milestones the log reached
+    (["INFO [default_loader.py:1] Loading weights took 3.10 seconds"], [], "cuda_oom_weights", "profile_run", "medium"),
+    (["INFO [gpu_worker.py:1] Available KV cache memory: 3.20 GiB"], [], "cuda_oom_after_kv", "kv_cache_allocation",
+     "medium"),
+    (["INFO [kv_cache_utils.py:1] GPU KV cache size: 476,000 tokens", "INFO [gpu_model_runner.py:1] Graph capturing "
+      "finished in 5 secs, took 0.46 GiB"], [], "cuda_oom_after_kv", "sampler_warmup", "low"),
+    (["INFO:     Application startup complete."], [], "cuda_oom_runtime", "serving", "medium"),
+    ([], ["INFO:     Waiting for application shutdown."], "cuda_oom_runtime", "serving", "medium"),
+])
+def test_oom_phase_evidence(before, after, category, phase, confidence):
+    r = diagnose("\n".join(before + [OOM] + after))
+    assert (r.category, r.phase, r.phase_confidence) == (category, phase, confidence)
+    assert r.phase_evidence
+
+
+def test_an_info_line_is_not_a_frame():
+    r = diagnose("INFO 01-01 00:00:00 [gpu_model_runner.py:1] Starting to load model /m ... (load_model)\n" + OOM)
+    assert r.phase == "model_loading" and r.phase_confidence == "medium"      # the milestone, not a frame
+
+
+def test_phase_reached_is_the_last_milestone_before_the_error():
+    log = "\n".join(["Loading model weights took 14.99 GB", "# GPU blocks: 1200, # CPU blocks: 512",
+                     "Capturing cudagraphs for decoding.", OOM, "INFO:     Application startup complete."])
+    r = diagnose(log)
+    assert r.phase_reached == "capturing_cuda_graphs" and r.phase == "graph_capture"
+
+
+def test_nccl_error_whose_detail_names_dev_shm_is_shm():
+    r = diagnose("torch.distributed.DistBackendError: NCCL error in: NCCLUtils.hpp:317, unhandled system error\n"
+                 "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.\n"
+                 "Last error:\nError while creating shared memory segment /dev/shm/nccl-a1 (size 9637888)\n")
+    assert r.category == "shm_too_small" and "--ipc=host" in r.fix
+
+
+@pytest.mark.parametrize("line,kind_word", [
+    ("NCCL WARN Cuda failure 'peer access is not supported between these two devices'", "NCCL_P2P_DISABLE=1"),
+    ("Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:455 'invalid argument'", "--disable-custom-all-reduce"),
+    ("[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE) ran for 600059 "
+     "milliseconds before timing out.", "NCCL_DEBUG=INFO"),
+])
+def test_nccl_wordings_and_their_fixes(line, kind_word):
+    r = diagnose(line)
+    assert r.category == "nccl_error" and kind_word in r.fix.split(";")[0]
+
+
+@pytest.mark.parametrize("line,category", [
+    ("INFO 06-21 10:00:18 llm_engine.py:128] # GPU blocks: 0, # CPU blocks: 512", "no_kv_memory"),
+    ("ValueError: Insufficient GPU memory for KV cache: num_gpu_blocks=0.", "no_kv_memory"),
+    ("RuntimeError: Failed to load the model config. If the model is a custom model not yet available in the "
+     "HuggingFace transformers library, consider setting `trust_remote_code=True` in LLM or using the "
+     "`--trust-remote-code` flag in the CLI.", "trust_remote_code_required"),
+    ("ValueError: Model architectures ['FooForCausalLM'] are not supported for now.", "model_not_supported"),
+    ("ValueError: Tokenizer class QWenTokenizer does not exist or is not currently imported.", "model_not_supported"),
+    ("RuntimeError: unable to write to file </torch_12_34_0>: No space left on device (28)", "shm_too_small"),
+    ("huggingface_hub.errors.OfflineModeIsEnabled: Cannot reach https://huggingface.co/api/models/x/y: offline "
+     "mode is enabled.", "model_not_found_or_auth"),
+])
+def test_more_wording_families(line, category):
+    assert diagnose(line).category == category
+
+
+def test_unknown_quotes_the_first_error_and_the_phase_reached():
+    r = diagnose("INFO 01-01 00:00:00 [default_loader.py:1] Loading weights took 3.10 seconds\n"
+                 "RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    assert r.category == "unknown" and r.action == "rollback"
+    assert "an illegal memory access" in r.summary and "the log reached: weights loaded" in r.summary
+
+
+def test_every_category_has_a_deploy_action_and_the_readme_says_it():
+    readme = (REPO / "README.md").read_text()
+    for category in CATEGORIES:
+        assert ACTIONS[category] in ("ladder", "refuse", "rollback"), category
+        assert f"`{category}`" in readme, f"README's diagnosis table lacks {category}"
+    assert MEMORY_CATEGORIES == {c for c in CATEGORIES if ACTIONS[c] == "ladder"}
+
+
 # --- the CLI -----------------------------------------------------------------------------------
 def _cli(*args, stdin=b""):
     return subprocess.run([sys.executable, "-m", "vllm_deploy", *args], input=stdin, capture_output=True,
@@ -242,6 +341,15 @@ def test_cli_json_from_stdin():
     assert proc.returncode == 0
     out = json.loads(proc.stdout)
     assert out["category"] == "kv_cache_too_small" and out["figures"]["estimated_max_model_len"] == 65408
+    assert out["phase"] == "kv_cache_allocation" and out["phase_confidence"] == "high" and out["action"] == "ladder"
+
+
+def test_cli_text_shows_phase_confidence_and_action():
+    proc = _cli("diagnose", stdin=("INFO:     Application startup complete.\n" + OOM).encode())
+    assert proc.returncode == 0
+    assert b"category:   cuda_oom_runtime" in proc.stdout
+    assert b"phase:      serving (confidence: medium; the log reached: serving)" in proc.stdout
+    assert b"deploy:     ladder:" in proc.stdout
 
 
 def test_cli_text_and_exit_codes(tmp_path):

@@ -85,3 +85,13 @@ def test_a_ladder_outcome_is_kept_only_for_the_same_requested_flags():
     changed = instances.with_flags(rec, {"max_model_len": 32768})
     assert instances.apply_degraded(changed, outcome) == changed
     assert instances.apply_degraded(rec, None) == rec
+
+
+def test_an_oom_of_unknown_phase_climbs_the_same_ladder():
+    """cuda_oom (the log does not say where) is a memory failure like the placed OOMs: same rungs, same order."""
+    oom = diagnose("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.").to_dict()
+    placed = diagnose("INFO:     Application startup complete.\n"
+                      "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.").to_dict()
+    assert (oom["category"], placed["category"]) == ("cuda_oom", "cuda_oom_runtime")
+    flags = {"max_model_len": 8192, "max_num_seqs": 256}
+    assert next_step(flags, oom, engine="gpu")["change"] == next_step(flags, placed, engine="gpu")["change"]

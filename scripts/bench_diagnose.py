@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Benchmark `vllm-deploy diagnose` on real failure logs (a benchmark, not a test: always exits 0).
+
+Usage: python scripts/bench_diagnose.py [--verbose]
+
+Reads tests/fixtures/vllm-failures-public/*.log (and the calibration set's vllm-failures/*.log) with the
+category and phase their .meta.yaml took from each thread, runs the classifier on every log and prints the
+share classified right: on all logs, on the development two-thirds and on the held-out third. The held-out
+rule is the one tests/fixtures/vllm-failures-public/SOURCES.md fixed before the logs were collected: sorted
+by file name, every third log (index 2, 5, 8, ...) is held out. Phase is scored where the thread or the
+log says where the engine was (meta phase other than `unknown`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from vllm_deploy.diagnose import diagnose  # noqa: E402
+
+PUBLIC = os.path.join(ROOT, "tests", "fixtures", "vllm-failures-public")
+CALIBRATION = os.path.join(ROOT, "tests", "fixtures", "calibration", "vllm-failures")
+
+
+def held_out(names: list[str]) -> set[str]:
+    """The held-out third: every third log by sorted file name (SOURCES.md)."""
+    return {name for i, name in enumerate(sorted(names)) if i % 3 == 2}
+
+
+def cases(directory: str) -> list[dict]:
+    out = []
+    for name in sorted(n for n in os.listdir(directory) if n.endswith(".log")):
+        with open(os.path.join(directory, name[:-4] + ".meta.yaml"), encoding="utf-8") as fh:
+            meta = yaml.safe_load(fh)
+        with open(os.path.join(directory, name), "rb") as fh:
+            result = diagnose(fh.read())
+        out.append({"name": name, "expected": meta["category"], "expected_phase": meta.get("phase", "unknown"),
+                    "got": result.category, "phase": getattr(result, "phase", None),
+                    "confidence": result.confidence})
+    return out
+
+
+def score(rows: list[dict]) -> str:
+    right = sum(r["got"] == r["expected"] for r in rows)
+    phased = [r for r in rows if r["expected_phase"] != "unknown"]
+    if phased and all(r["phase"] is None for r in phased):
+        phase_txt = "phase: not reported by this classifier"
+    else:
+        ok = sum(r["phase"] == r["expected_phase"] for r in phased)
+        phase_txt = f"phase {ok}/{len(phased)} = {ok / len(phased) * 100:.1f}%" if phased else "phase: none scored"
+    return f"category {right}/{len(rows)} = {right / len(rows) * 100:.1f}%; {phase_txt}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--verbose", action="store_true", help="print every log's expected and actual result")
+    args = parser.parse_args()
+    public = cases(PUBLIC)
+    calibration = cases(CALIBRATION)
+    held = held_out([r["name"] for r in public])
+    for r in public:
+        r["held_out"] = r["name"] in held
+    if args.verbose:
+        for r in public + calibration:
+            mark = "ok " if r["got"] == r["expected"] else "MISS"
+            tag = " [held out]" if r.get("held_out") else ""
+            print(f"{mark} {r['name']}{tag}: expected {r['expected']}/{r['expected_phase']}, "
+                  f"got {r['got']}/{r['phase']} ({r['confidence']})")
+        print()
+    print(f"public logs, held-out third ({len(held)}): {score([r for r in public if r['held_out']])}")
+    print(f"public logs, development ({len(public) - len(held)}): {score([r for r in public if not r['held_out']])}")
+    print(f"public logs, all ({len(public)}): {score(public)}")
+    print(f"calibration set ({len(calibration)}): {score(calibration)}")
+    print(f"all collected logs ({len(public) + len(calibration)}): {score(public + calibration)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
