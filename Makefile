@@ -9,6 +9,9 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # The filters import vllm_deploy as an installed package: this checkout's copy wins over any other
 # install (a venv shared between worktrees, an older `pip install`).
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
+# Likewise the collection: this checkout's vllm_deploy.fleet (collections/ links back here) before an
+# installed copy in ~/.ansible/collections, which would otherwise serve older filters to every run.
+export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/collections:$(HOME)/.ansible/collections:/usr/share/ansible/collections
 NODE_IMAGE ?= vllm-deploy/node:bookworm
 # Molecule scenarios mount $(CURDIR)/.cache/wheelhouse; staging honours WHEELHOUSE.
 WHEELHOUSE ?= $(CURDIR)/.cache/wheelhouse
@@ -19,7 +22,7 @@ VLLM_ARGS_VENV ?= /var/tmp/vllm-args-venv
 STAGING   := -i inventory/staging/hosts.yml
 
 .PHONY: help setup prereqs node-image wheelhouse staging staging-down test test-unit test-rules lint syntax collection-check molecule \
-        bench-deploy bench-planner bench-diagnose bench-image python-base vllm-args check-vllm-args
+        bench-deploy bench-planner bench-diagnose bench-inputs bench-image python-base vllm-args check-vllm-args
 
 help:  ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -99,3 +102,6 @@ bench-planner: setup  ## Planner vs real vLLM startup logs (tests/fixtures/calib
 
 bench-diagnose: setup  ## Diagnosis accuracy on the collected failure logs, and on the held-out third
 	$(PY) scripts/bench_diagnose.py
+
+bench-inputs: setup  ## diagnose / gpus on generated 50 MiB inputs (many lines, one line; file and stdin): prints times
+	$(PY) scripts/bench_inputs.py

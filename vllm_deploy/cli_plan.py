@@ -4,57 +4,87 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 
 from vllm_deploy.cli import UsageError
-from vllm_deploy.planner import ModelInfo, PlanError, plan, plan_cpu
+from vllm_deploy.planner import INPUT_BOUNDS, ModelInfo, PlanError, number_problem, plan, plan_cpu
 from vllm_deploy.presets import gpu_total_gib, lookup_gpu
 
 HELP = ("Plan vLLM's GPU memory for a model: weights, activations, KV cache tokens, concurrency, verdict "
         "(exit 0 fits, 1 does not fit, 2 bad input).")
 
 
-_POSITIVE = ("gpu_memory_gib", "num_gpus", "tensor_parallel_size", "pipeline_parallel_size", "max_model_len",
-             "max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization", "cpu_kv_space_gib")
-_NON_NEGATIVE = ("cpu_offload_gb", "free_memory_gib")
+# option dest -> the planner parameter whose bounds it takes (planner.INPUT_BOUNDS).
+_NUMERIC_OPTIONS = {
+    "gpu_memory_gib": "gpu_total_gib", "num_gpus": "num_gpus", "tensor_parallel_size": "tensor_parallel_size",
+    "pipeline_parallel_size": "pipeline_parallel_size", "gpu_memory_utilization": "gpu_memory_utilization",
+    "max_model_len": "max_model_len", "max_num_seqs": "max_num_seqs",
+    "max_num_batched_tokens": "max_num_batched_tokens", "cpu_offload_gb": "cpu_offload_gb",
+    "free_memory_gib": "free_memory_gib", "cpu_kv_space_gib": "kv_cache_space_gib",
+}
+_INTEGER_RE = re.compile(r"\+?[0-9]+")
+# X.Y[.Z] with an optional PEP 440 pre/dev/post tag and local part (0.19.0, 0.10.2rc1, 0.32.0+cpu).
+_VERSION_RE = re.compile(r"v?[0-9]+\.[0-9]+(\.[0-9]+)?((a|b|rc|\.?dev|\.?post)[0-9]*)*(\+[0-9A-Za-z.]+)?")
+
+
+def _parse_number(text: str, integer: bool) -> int | float | None:
+    """The option's text as a number, or None when it is not one. float() alone would take "nan",
+    "inf" and "1e3" for a count; counts are plain decimal integers."""
+    text = text.strip()
+    if integer:
+        return int(text) if _INTEGER_RE.fullmatch(text) else None
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 def _check_numbers(args: argparse.Namespace) -> None:
-    """Numbers are validated here, not by argparse types, so a bad value is one UsageError line (exit 2)."""
-    for name in _POSITIVE + _NON_NEGATIVE:
-        value = getattr(args, name, None)
-        if value is None:
+    """Numbers arrive as text and are checked here against the planner's own bounds, so every bad value
+    (not a number, NaN, infinite, fractional count, negative, absurd) is one UsageError line (exit 2)."""
+    for dest, param in _NUMERIC_OPTIONS.items():
+        text = getattr(args, dest, None)
+        if text is None or isinstance(text, (int, float)):
             continue
-        flag = "--" + name.replace("_", "-")
-        if value < 0 or (value == 0 and name in _POSITIVE):
-            raise UsageError(f"{flag} {value}: must be {'> 0' if name in _POSITIVE else '>= 0'}")
-    if args.gpu_memory_utilization is not None and args.gpu_memory_utilization > 1:
-        raise UsageError(f"--gpu-memory-utilization {args.gpu_memory_utilization}: a fraction of total memory, "
-                         "in (0, 1]")
+        flag = "--" + dest.replace("_", "-")
+        bounds = INPUT_BOUNDS[param]
+        value = _parse_number(text, bool(bounds.get("integer")))
+        if value is None:
+            kind = "a whole number" if bounds.get("integer") else "a number"
+            raise UsageError(f"{flag} {text!r}: must be {kind}")
+        problem = number_problem(value, minimum=bounds.get("minimum", 0), allow_minimum=bounds.get("allow_zero", False),
+                                 integer=bool(bounds.get("integer")), maximum=bounds.get("maximum"))
+        if problem:
+            hint = " (a fraction of total GPU memory, in (0, 1])" if dest == "gpu_memory_utilization" else ""
+            raise UsageError(f"{flag} {text}: {problem}{hint}")
+        setattr(args, dest, value)
+    if args.vllm_version is not None and not _VERSION_RE.fullmatch(args.vllm_version.strip()):
+        raise UsageError(f"--vllm-version {args.vllm_version!r}: not a vLLM version; give X.Y.Z, e.g. 0.19.0")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = "Exit status: 0 when the plan fits, 1 when it does not, 2 on bad input."
     parser.add_argument("--model", required=True, help="model directory holding config.json (+ safetensors)")
-    parser.add_argument("--gpu-memory-gib", type=float,
+    parser.add_argument("--gpu-memory-gib",
                         help="GPU total memory as torch reports it, GiB (e.g. 79.19 for an H100 80GB)")
     parser.add_argument("--gpu", help="GPU name as nvidia-smi prints it; alone, resolves the memory from gpus.yaml")
-    parser.add_argument("--num-gpus", type=int, default=None, help="GPUs given to the instance")
-    parser.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
-    parser.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1)
-    parser.add_argument("--gpu-memory-utilization", type=float, default=None,
+    parser.add_argument("--num-gpus", default=None, help="GPUs given to the instance")
+    parser.add_argument("--tensor-parallel-size", "-tp", default="1")
+    parser.add_argument("--pipeline-parallel-size", "-pp", default="1")
+    parser.add_argument("--gpu-memory-utilization", default=None,
                         help="fraction of total GPU memory (default: vLLM's, 0.9 or 0.92 from v0.21)")
-    parser.add_argument("--max-model-len", type=int, default=None)
+    parser.add_argument("--max-model-len", default=None)
     parser.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float16", "float32"])
     parser.add_argument("--kv-cache-dtype", default="auto",
                         choices=["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16"])
-    parser.add_argument("--max-num-seqs", type=int, default=None)
-    parser.add_argument("--max-num-batched-tokens", type=int, default=None)
-    parser.add_argument("--cpu-offload-gb", type=float, default=0.0)
-    parser.add_argument("--free-memory-gib", type=float, default=None,
+    parser.add_argument("--max-num-seqs", default=None)
+    parser.add_argument("--max-num-batched-tokens", default=None)
+    parser.add_argument("--cpu-offload-gb", default="0")
+    parser.add_argument("--free-memory-gib", default=None,
                         help="free GPU memory at startup (checked against utilization x total)")
     parser.add_argument("--vllm-version", default=None, help="vLLM version X.Y.Z (default: the pinned one)")
     parser.add_argument("--enforce-eager", action="store_true")
-    parser.add_argument("--cpu-kv-space-gib", type=float, default=None,
+    parser.add_argument("--cpu-kv-space-gib", default=None,
                         help="plan vLLM's CPU backend with VLLM_CPU_KVCACHE_SPACE of this many GiB")
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
 
@@ -112,6 +142,9 @@ def run(args: argparse.Namespace) -> int:
                 if entry is None:
                     raise UsageError(f"--gpu {args.gpu!r} is not in gpus.yaml; give --gpu-memory-gib instead")
                 total, _ = gpu_total_gib({"name": args.gpu})
+            if args.free_memory_gib is not None and args.free_memory_gib > total:
+                raise UsageError(f"--free-memory-gib {args.free_memory_gib:g}: more than the GPU's total memory "
+                                 f"({total:g} GiB)")
             num_gpus = args.num_gpus or args.tensor_parallel_size * args.pipeline_parallel_size
             p = plan(model, gpu_total_gib=total, num_gpus=num_gpus, tensor_parallel_size=args.tensor_parallel_size,
                      pipeline_parallel_size=args.pipeline_parallel_size,

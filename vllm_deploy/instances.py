@@ -81,6 +81,11 @@ def _is_gpu_ref(value: Any) -> bool:
         isinstance(value, str) and re.fullmatch(r"(GPU|MIG)-[A-Za-z0-9/-]+", value) is not None)
 
 
+def is_mig_ref(value: Any) -> bool:
+    """A MIG device's UUID as nvidia-smi -L prints it: MIG-<uuid>, or MIG-GPU-<uuid>/<gi>/<ci> (R450/R460)."""
+    return isinstance(value, str) and value.startswith("MIG-")
+
+
 def _plain(value: Any) -> Any:
     """Builtin types for whatever Ansible passes (its tagged str/dict/list subclasses), recursively."""
     if isinstance(value, bool) or value is None:
@@ -223,10 +228,14 @@ def _override_problems(override: dict, base: Any, var: str) -> list[str]:
 
 
 def validate_inventory(models: Any, instances: Any, *, host: str = "", gpus: list[dict] | None = None,
-                       fleet: dict[str, Any] | None = None) -> list[str]:
+                       fleet: dict[str, Any] | None = None, mig_devices: list[dict] | None = None,
+                       mig_gpus: list[int] | None = None) -> list[str]:
     """Return every problem with a host's vllm_models / vllm_instances, each naming the variable and the fix.
 
-    With `gpus` (the node's GPU facts) it also checks that each pinned GPU exists. `fleet` carries what
+    With `gpus` (the node's GPU facts) it also checks that each pinned GPU exists; with `mig_devices` and
+    `mig_gpus` (gpu_facts' MIG lists) that each pinned MIG device exists, that no whole GPU in MIG mode is
+    pinned and that no two instances share a GPU instance's memory (without them MIG pins are not
+    looked up: a caller that read only --query-gpu cannot know them). `fleet` carries what
     the host's fleet-wide inputs say: bind (vllm_bind), engine, versions (the merged pins), api_key
     (whether one is set) and private_network (vllm_private_network); flags are checked against the
     pinned vLLM's argument list (vllm_deploy/data/vllm-args)."""
@@ -312,6 +321,10 @@ def validate_inventory(models: Any, instances: Any, *, host: str = "", gpus: lis
     seen_gpus: dict[Any, str] = {}
     gpu_indexes = {g.get("index") for g in gpus or []}
     gpu_uuids = {g.get("uuid") for g in gpus or []}
+    index_of_uuid = {g.get("uuid"): g.get("index") for g in gpus or [] if g.get("uuid")}
+    migs = {d.get("uuid"): d for d in _plain(mig_devices or [])}
+    in_mig_mode = set(_plain(mig_gpus or []))
+    seen_gpu_instances: dict[tuple, tuple[str, str]] = {}
     for i, inst in enumerate(instances):
         var = f"vllm_instances[{i}]"
         if not isinstance(inst, dict):
@@ -356,6 +369,12 @@ def validate_inventory(models: Any, instances: Any, *, host: str = "", gpus: lis
         if not isinstance(devices, list):
             err(f"{var}.gpus", f"must be a list of GPU indexes, got {_describe(devices)}", "e.g. gpus: [0] or gpus: [0, 1]; [] on CPU nodes")
             devices = []
+        if any(is_mig_ref(d) for d in devices) and len(devices) > 1:
+            # NVIDIA's MIG guide: a CUDA process enumerates one MIG device, and slices have no peer access.
+            err(f"{var}.gpus", f"a MIG device must be the instance's only GPU, got {len(devices)}: "
+                f"{', '.join(str(d) for d in devices)}",
+                "pin one MIG device per instance (gpus: [\"MIG-...\"]): CUDA gives a process a single MIG device, "
+                "so tensor or pipeline parallelism cannot span MIG slices")
         for dev in devices:
             if not _is_gpu_ref(dev):
                 err(f"{var}.gpus", f"{dev!r} is not a GPU index", "use integers as nvidia-smi numbers them, e.g. gpus: [0, 1], or GPU UUIDs")
@@ -365,12 +384,40 @@ def validate_inventory(models: Any, instances: Any, *, host: str = "", gpus: lis
                     "give each instance its own GPUs (two vLLM engines on one GPU each claim gpu_memory_utilization of it)")
             else:
                 seen_gpus[dev] = label
+            if is_mig_ref(dev):
+                if mig_devices is None:
+                    continue
+                mig = migs.get(dev)
+                if mig is None:
+                    have = ", ".join(f"{u} ({d.get('profile')} on GPU {d.get('gpu_index')})" for u, d in migs.items())
+                    err(f"{var}.gpus", f"MIG device {dev} does not exist on this node "
+                        f"(nvidia-smi -L lists: {have or 'no MIG device'})",
+                        "pin a MIG UUID from `nvidia-smi -L`, or create the MIG instance first (nvidia-smi mig -cgi ... -C)")
+                    continue
+                shared = (mig.get("gpu_index"), mig.get("gpu_instance"))
+                if shared in seen_gpu_instances and seen_gpu_instances[shared][1] != dev:
+                    other, other_dev = seen_gpu_instances[shared]
+                    err(f"{var}.gpus", f"MIG device {dev} shares GPU instance {shared[1]} of GPU {shared[0]} (its "
+                        f"{mig.get('memory_total_mib')} MiB) with {other_dev} of instance {other}",
+                        "pin MIG devices of different GPU instances: compute instances of one GPU instance share its "
+                        "memory, and each engine would claim gpu_memory_utilization of all of it")
+                else:
+                    seen_gpu_instances[shared] = (label, dev)
+                continue
             if gpus is not None:
                 known = dev in gpu_indexes if _is_int(dev) else dev in gpu_uuids
                 if not known:
                     have = ", ".join(str(g.get("index")) for g in gpus) or "none (no GPU found)"
                     err(f"{var}.gpus", f"GPU {dev} does not exist on this node (nvidia-smi lists: {have})",
                         "pin GPUs the node has, or fix the node's driver if GPUs are missing")
+                    continue
+                index = dev if _is_int(dev) else index_of_uuid.get(dev)
+                if index in in_mig_mode:
+                    slices = ", ".join(u for u, d in migs.items() if d.get("gpu_index") == index)
+                    err(f"{var}.gpus", f"GPU {dev} is in MIG mode: CUDA sees only its MIG devices, not the whole GPU",
+                        f"pin one of its MIG devices by UUID ({slices})" if slices else
+                        "create MIG instances and pin one by UUID (nvidia-smi -L), or disable MIG mode on it "
+                        "(nvidia-smi -i N -mig 0, then reset the GPU)")
 
         kv_space = inst.get("cpu_kv_cache_space_gib")
         if kv_space is not None and (not isinstance(kv_space, (int, float)) or isinstance(kv_space, bool) or kv_space <= 0):
@@ -612,6 +659,8 @@ def _device_for(inst: dict[str, Any], gpu_facts: dict[str, Any], defaults: dict[
         return {"kind": "cpu", "kv_cache_space_gib": float(inst.get("cpu_kv_cache_space_gib", defaults.get("cpu_kv_cache_space_gib", 1)))}
     by_ref = {g.get("index"): g for g in gpu_facts.get("gpus", [])}
     by_ref.update({g.get("uuid"): g for g in gpu_facts.get("gpus", [])})
+    # A MIG device is planned with its slice's memory, under the name CUDA gives it ("... MIG 3g.40gb").
+    by_ref.update({d.get("uuid"): d for d in gpu_facts.get("mig_devices", [])})
     pinned = [by_ref[d] for d in inst.get("gpus", []) if d in by_ref]
     if not pinned:
         return {"kind": "none"}

@@ -23,11 +23,18 @@ QUERIES = {"gpus": ("--query-gpu", QUERY_GPU_FIELDS), "compute-apps": ("--query-
            "metrics": ("--query-gpu", QUERY_METRICS_FIELDS)}
 
 
+# The plain outputs the MIG facts need: the GPU/MIG list (UUIDs) and the table (each MIG device's memory).
+PLAIN_QUERIES = {"list": ["-L"], "table": []}
+
+
 def query_argv(query: str, binary: str = "nvidia-smi") -> list[str]:
-    """argv of one of the QUERIES ("gpus", "compute-apps" or "metrics"); parse_query_gpu /
-    parse_compute_apps read the first two, the GPU collector the third."""
+    """argv of one of the QUERIES ("gpus", "compute-apps" or "metrics"; parse_query_gpu / parse_compute_apps
+    read the first two, the GPU collector the third), or of a PLAIN_QUERIES one ("list": nvidia-smi -L,
+    "table": nvidia-smi)."""
+    if query in PLAIN_QUERIES:
+        return [str(binary), *PLAIN_QUERIES[query]]
     if query not in QUERIES:
-        raise ValueError(f"unknown nvidia-smi query {query!r}: use one of {', '.join(QUERIES)}")
+        raise ValueError(f"unknown nvidia-smi query {query!r}: use one of {', '.join([*QUERIES, *PLAIN_QUERIES])}")
     flag, fields = QUERIES[query]
     return [str(binary), f"{flag}={','.join(fields)}", CSV_FORMAT]
 
@@ -149,6 +156,7 @@ def parse_query_gpu(text: str) -> list[dict]:
         if gpu["index"] is None:
             gpu["index"] = position
         gpus.append(gpu)
+    check_gpus(gpus, "the nvidia-smi --query-gpu output")
     return gpus
 
 
@@ -175,13 +183,19 @@ def parse_compute_apps(text: str) -> list[dict]:
 
 
 # --- the plain table -------------------------------------------------------------------------
-_DRIVER_RE = re.compile(r"Driver Version:\s*([0-9][0-9.]*)")
-_CUDA_RE = re.compile(r"CUDA Version:\s*([0-9][0-9.]*|N/A)")
+# The banner: "Driver Version: 580.95.05   CUDA Version: 13.0"; from the 610 series "KMD Version: 610.43.02
+# CUDA UMD Version: 13.3" (NVIDIA deprecated the old names: the kernel-mode and user-mode driver versions).
+_DRIVER_RE = re.compile(r"(?:Driver|KMD) Version:\s*([0-9][0-9.]*)")
+_CUDA_RE = re.compile(r"CUDA (?:UMD )?Version:\s*([0-9][0-9.]*|N/A)")
 # First row of a GPU box: "|   0  NVIDIA A100-SXM4-80GB          On  | 00000000:01:00.0 Off |"
 _GPU_ROW_RE = re.compile(
     r"^\|\s*(?P<index>\d+)\s+(?P<name>.*?)\s+(?P<persist>On|Off|WDDM|TCC|N/A)\s*\|"
     r"\s*(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])")
-_MEMORY_RE = re.compile(r"(\d+)\s*MiB\s*/\s*(\d+)\s*MiB")
+_MEMORY_RE = re.compile(r"(-?\d+)\s*MiB\s*/\s*(-?\d+)\s*MiB")
+# Third row of a GPU box, the "MIG M." column: "|     ...     |     ...     |              Enabled |"
+_MIG_MODE_RE = re.compile(r"^\|[^|]*\|[^|]*\|\s*(Enabled|Disabled)\s*\|$")
+# A row of the "MIG devices:" box (R450 on): "|  0    2   0   0  |   26MiB / 40448MiB  | 60   0 | ..."
+_MIG_ROW_RE = re.compile(r"^\|\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*\|\s*(-?\d+)\s*MiB\s*/\s*(-?\d+)\s*MiB")
 # Process rows, with the GI/CI columns (since ~R450) or without them (older drivers).
 _PROCESS_ROW_RE = re.compile(
     r"^\|\s*(?P<gpu>\d+)\s+(?:(?P<gi>\S+)\s+(?P<ci>\S+)\s+)?(?P<pid>\d+)\s+"
@@ -191,24 +205,32 @@ _PROCESS_ROW_RE = re.compile(
 def parse_table(text: str) -> dict:
     """Parse the default `nvidia-smi` table.
 
-    Returns {"driver_version", "cuda_version", "gpus": [{index, name, memory_used_mib,
-    memory_total_mib}], "processes": [{gpu, pid, type, name, memory_mib}]}. Shell prompts and
-    indentation around a pasted table are ignored. Raises NvidiaSmiParseError when no table is found.
+    Returns {"driver_version", "cuda_version", "gpus": [{index, name, memory_used_mib, memory_total_mib,
+    mig_mode}], "mig_devices": [{gpu, gpu_instance, compute_instance, device, memory_used_mib,
+    memory_total_mib}], "processes": [{gpu, pid, type, name, memory_mib}]}. mig_mode is "Enabled",
+    "Disabled" or None (a board or driver without the MIG column). Shell prompts and indentation around a
+    pasted table are ignored. Raises NvidiaSmiParseError when no table is found, or when it contradicts
+    itself (a GPU index twice, negative memory).
     """
     lines = [line.strip() for line in (text or "").splitlines()]
     driver = _DRIVER_RE.search(text or "")
     cuda = _CUDA_RE.search(text or "")
     if not driver:
-        raise NvidiaSmiParseError("no 'Driver Version:' header: not an nvidia-smi table")
+        raise NvidiaSmiParseError("no 'Driver Version:' (or, from the 610 drivers, 'KMD Version:') header: "
+                                  "not an nvidia-smi table")
     gpus: list[dict] = []
+    mig_devices: list[dict] = []
     processes: list[dict] = []
-    in_processes = False
+    section = "gpus"
     current: dict | None = None
     for line in lines:
         if "Processes:" in line:
-            in_processes, current = True, None
+            section, current = "processes", None
             continue
-        if in_processes:
+        if "MIG devices:" in line:
+            section, current = "mig", None
+            continue
+        if section == "processes":
             m = _PROCESS_ROW_RE.match(line)
             if m:
                 mem = m.group("mem")
@@ -220,10 +242,17 @@ def parse_table(text: str) -> dict:
                     "memory_mib": None if mem == "N/A" else int(mem.replace("MiB", "").strip()),
                 })
             continue
+        if section == "mig":
+            m = _MIG_ROW_RE.match(line)
+            if m:
+                mig_devices.append({"gpu": int(m.group(1)), "gpu_instance": int(m.group(2)),
+                                    "compute_instance": int(m.group(3)), "device": int(m.group(4)),
+                                    "memory_used_mib": int(m.group(5)), "memory_total_mib": int(m.group(6))})
+            continue
         m = _GPU_ROW_RE.match(line)
         if m:
             current = {"index": int(m.group("index")), "name": m.group("name").strip(),
-                       "memory_used_mib": None, "memory_total_mib": None}
+                       "memory_used_mib": None, "memory_total_mib": None, "mig_mode": None}
             gpus.append(current)
             continue
         if current is not None and current["memory_total_mib"] is None:
@@ -231,13 +260,109 @@ def parse_table(text: str) -> dict:
             if mm:
                 current["memory_used_mib"] = int(mm.group(1))
                 current["memory_total_mib"] = int(mm.group(2))
+        elif current is not None and current["mig_mode"] is None:
+            mm = _MIG_MODE_RE.match(line)
+            if mm:
+                current["mig_mode"] = mm.group(1)
+    check_gpus(gpus, "the nvidia-smi table")
+    for d in mig_devices:
+        _check_memory(d, f"MIG device {d['device']} of GPU {d['gpu']} in the nvidia-smi table")
     cuda_version = cuda.group(1) if cuda else None
     return {
         "driver_version": driver.group(1),
         "cuda_version": None if cuda_version == "N/A" else cuda_version,
         "gpus": gpus,
+        "mig_devices": mig_devices,
         "processes": processes,
     }
+
+
+def _check_memory(entry: dict, what: str) -> None:
+    for key in ("memory_total_mib", "memory_used_mib", "memory_free_mib"):
+        value = entry.get(key)
+        if value is not None and value < 0:
+            raise NvidiaSmiParseError(f"{what} reports {key.replace('_mib', '').replace('_', '.')} {value} MiB: "
+                                      "negative memory is not a reading, the output is corrupt")
+
+
+def check_gpus(gpus: list[dict], source: str) -> None:
+    """Raise NvidiaSmiParseError when a capture contradicts itself: a GPU index or UUID listed twice, or
+    negative memory. Facts built from such a capture would pin, plan and preflight the wrong GPU."""
+    seen_index: dict = {}
+    seen_uuid: dict = {}
+    for position, gpu in enumerate(gpus):
+        index, uuid = gpu.get("index"), gpu.get("uuid")
+        if index in seen_index:
+            raise NvidiaSmiParseError(f"{source} lists GPU index {index} twice (entries {seen_index[index] + 1} "
+                                      f"and {position + 1}): a corrupt or concatenated capture")
+        seen_index[index] = position
+        if uuid:
+            if uuid in seen_uuid:
+                raise NvidiaSmiParseError(f"{source} lists GPU UUID {uuid} twice (entries {seen_uuid[uuid] + 1} "
+                                          f"and {position + 1}): a corrupt or concatenated capture")
+            seen_uuid[uuid] = position
+        _check_memory(gpu, f"GPU {index} in {source}")
+
+
+# --- nvidia-smi -L and MIG devices ------------------------------------------------------------
+# "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)" and, under it, one line per MIG device:
+# "  MIG 3g.40gb     Device  0: (UUID: MIG-...)"; R450/R460 printed "MIG-GPU-<uuid>/<gi>/<ci>" UUIDs.
+_LIST_GPU_RE = re.compile(r"^GPU\s+(\d+):\s+(.*?)\s+\(UUID:\s*(GPU-[^)\s]+)\)$")
+_LIST_MIG_RE = re.compile(r"^MIG\s+(\S+)\s+Device\s+(\d+):\s+\(UUID:\s*(MIG-[^)\s]+)\)$")
+
+
+def parse_list(text: str) -> list[dict]:
+    """Parse `nvidia-smi -L`: [{index, name, uuid, mig_devices: [{device, profile, uuid}]}].
+
+    Other lines (warnings some drivers print) are ignored; a MIG line before any GPU line, or an index
+    or UUID listed twice, raises NvidiaSmiParseError."""
+    gpus: list[dict] = []
+    for raw in (text or "").splitlines():
+        line = raw.strip()
+        m = _LIST_GPU_RE.match(line)
+        if m:
+            gpus.append({"index": int(m.group(1)), "name": m.group(2), "uuid": m.group(3), "mig_devices": []})
+            continue
+        m = _LIST_MIG_RE.match(line)
+        if m:
+            if not gpus:
+                raise NvidiaSmiParseError(f"nvidia-smi -L lists a MIG device before any GPU: {line[:200]!r}")
+            gpus[-1]["mig_devices"].append({"device": int(m.group(2)), "profile": m.group(1), "uuid": m.group(3)})
+    check_gpus(gpus, "nvidia-smi -L")
+    uuids = [d["uuid"] for g in gpus for d in g["mig_devices"]]
+    for uuid in uuids:
+        if uuids.count(uuid) > 1:
+            raise NvidiaSmiParseError(f"nvidia-smi -L lists MIG device {uuid} twice: a corrupt or concatenated capture")
+    return gpus
+
+
+def mig_devices(list_text: str, table_text: str | None) -> list[dict]:
+    """Every MIG device of the node, each with the memory of its slice, from `nvidia-smi -L` (UUIDs) and
+    the plain table's "MIG devices:" box (memory), joined on (GPU index, MIG device index).
+
+    Returns [{uuid, name, profile, gpu_index, gpu_uuid, device, gpu_instance, compute_instance,
+    memory_total_mib, memory_used_mib, memory_free_mib}]: name is the parent's name + " MIG " + the
+    profile, as CUDA names the device. Compute instances of one GPU instance share its memory (the box
+    says "Shared Memory-Usage"), so each of them reports the whole GPU instance's memory.
+    """
+    listed = [(g, d) for g in parse_list(list_text) for d in g["mig_devices"]]
+    if not listed:
+        return []
+    if not table_text:
+        raise NvidiaSmiParseError("nvidia-smi -L lists MIG devices but no nvidia-smi table was given for their memory")
+    rows = {(r["gpu"], r["device"]): r for r in parse_table(table_text)["mig_devices"]}
+    out = []
+    for gpu, dev in listed:
+        row = rows.get((gpu["index"], dev["device"]))
+        if row is None:
+            raise NvidiaSmiParseError(f"nvidia-smi -L lists MIG device {dev['device']} of GPU {gpu['index']} "
+                                      f"({dev['uuid']}) but the table's MIG box has no row for it")
+        used, total = row["memory_used_mib"], row["memory_total_mib"]
+        out.append({"uuid": dev["uuid"], "name": f"{gpu['name']} MIG {dev['profile']}", "profile": dev["profile"],
+                    "gpu_index": gpu["index"], "gpu_uuid": gpu["uuid"], "device": dev["device"],
+                    "gpu_instance": row["gpu_instance"], "compute_instance": row["compute_instance"],
+                    "memory_total_mib": total, "memory_used_mib": used, "memory_free_mib": total - used})
+    return out
 
 
 # --- failures --------------------------------------------------------------------------------
@@ -328,13 +453,18 @@ def parse_any(text: str) -> list[dict]:
     return parse_query_gpu(text)
 
 
-def gpu_facts(stdout: str, stderr: str, rc: int, present: bool) -> dict:
-    """The facts the gpu_facts role sets from one nvidia-smi run (QUERY_GPU_COMMAND, or the table).
+def gpu_facts(stdout: str, stderr: str, rc: int, present: bool, list_stdout: str | None = None,
+              table_stdout: str | None = None) -> dict:
+    """The facts the gpu_facts role sets from one nvidia-smi run (QUERY_GPU_COMMAND, or the table), and,
+    when given, `nvidia-smi -L` (list_stdout) with the plain table (table_stdout) for MIG.
 
     present=False (no nvidia-smi on the node) → a CPU node, no error. nvidia-smi present but failing
-    (or printing something unparseable) → CPU profile with `error` set; the role decides if fatal.
+    (or printing something unparseable or self-contradictory) → CPU profile with `error` set; the role
+    decides if fatal. `mig_devices` lists the MIG devices (mig_devices()), `mig_gpus` the indexes of
+    the GPUs in MIG mode (whole-GPU pins on them are refused: CUDA sees only their MIG devices).
     """
-    facts = {"gpu_count": 0, "gpus": [], "driver_version": None, "profile": "cpu", "error": None}
+    facts = {"gpu_count": 0, "gpus": [], "driver_version": None, "profile": "cpu", "error": None,
+             "mig_devices": [], "mig_gpus": []}
     if not present:
         return facts
     failure = diagnose_failure(stdout, stderr, rc)
@@ -343,6 +473,14 @@ def gpu_facts(stdout: str, stderr: str, rc: int, present: bool) -> dict:
         return facts
     try:
         gpus = parse_any(stdout)
+        migs = mig_devices(list_stdout, table_stdout) if list_stdout else []
+        table_gpus = []
+        if table_stdout and _DRIVER_RE.search(table_stdout):
+            try:
+                table_gpus = parse_table(table_stdout)["gpus"]
+            except NvidiaSmiParseError:
+                if migs:
+                    raise
     except NvidiaSmiParseError as exc:
         facts["error"] = {"category": "unparseable_output",
                           "message": f"nvidia-smi output could not be parsed: {exc}",
@@ -354,6 +492,8 @@ def gpu_facts(stdout: str, stderr: str, rc: int, present: bool) -> dict:
                           "fix": _FAILURES[4][3]}
         return facts
     drivers = {g["driver_version"] for g in gpus if g["driver_version"]}
+    mig_gpus = sorted({g["index"] for g in table_gpus if g.get("mig_mode") == "Enabled"}
+                      | {d["gpu_index"] for d in migs})
     facts.update(gpu_count=len(gpus), gpus=gpus, profile="gpu",
-                 driver_version=sorted(drivers)[0] if drivers else None)
+                 driver_version=sorted(drivers)[0] if drivers else None, mig_devices=migs, mig_gpus=mig_gpus)
     return facts

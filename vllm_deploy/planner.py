@@ -105,6 +105,114 @@ class PlanError(ValueError):
     """Bad planner input; the message names the field and the fix."""
 
 
+# Bounds far beyond any real model, GPU or host: a value past them is a corrupt or mistyped input, and
+# planning on it would answer "does not fit" (or loop over a billion layers) instead of naming it.
+MAX_LAYERS = 100_000               # real decoders have at most a few hundred
+MAX_DIM = 1 << 24                  # hidden/intermediate/vocab/head sizes and counts; real ones stay below 2**19
+MAX_LENGTH = (1 << 31) - 1         # token counts (context lengths, windows, batch tokens, sequences)
+MAX_GPUS = 1024                    # GPUs given to one instance
+MAX_GPU_GIB = 4096.0               # memory of one GPU, GiB
+MAX_HOST_GIB = 65536.0             # host memory for CPU offload or the CPU KV pool, GiB
+
+# Every numeric config.json field the planner reads: (kind, maximum). "positive" fields must be whole
+# numbers >= 1; "count" fields whole numbers >= 0 (0 reads as "none", as transformers does); "number" a
+# finite value > 0. Checked wherever they appear (top level, text_config, ...), alternate spellings
+# included, before any arithmetic trusts them.
+_CONFIG_TEXT_FIELDS: dict[str, tuple[str, float]] = {
+    **{k: ("positive", MAX_LAYERS) for k in ("num_hidden_layers", "n_layer", "num_layers")},
+    **{k: ("positive", MAX_DIM) for k in (
+        "hidden_size", "n_embd", "d_model", "num_attention_heads", "n_head", "vocab_size", "intermediate_size",
+        "ffn_hidden_size", "n_inner", "n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num",
+        "head_dim", "hidden_size_per_head", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
+        "moe_intermediate_size", "moe_layer_freq", "sliding_window_pattern")},
+    **{k: ("positive", MAX_LENGTH) for k in _MAX_LEN_KEYS},
+    **{k: ("count", MAX_DIM) for k in (
+        "n_routed_experts", "num_local_experts", "num_experts", "num_experts_per_tok", "moe_topk",
+        "num_experts_per_token", "n_shared_experts", "q_lora_rank", "shared_expert_intermediate_size")},
+    **{k: ("count", MAX_LAYERS) for k in ("first_k_dense_replace", "max_window_layers")},
+    **{k: ("count", MAX_LENGTH) for k in ("sliding_window", "attention_chunk_size")},
+}
+_CONFIG_VISION_FIELDS = {k: ("positive", MAX_DIM) for k in (
+    "hidden_size", "intermediate_size", "num_hidden_layers", "patch_size", "image_size")}
+_CONFIG_ROPE_FIELDS = {"factor": ("number", 1e4), "original_max_position_embeddings": ("positive", MAX_LENGTH)}
+_CONFIG_QUANT_FIELDS = {k: ("number", 64) for k in ("bits", "w_bit", "weight_bits")}
+_TEXT_PARTS = ("text_config", "language_config", "llm_config")
+
+
+def number_problem(value: Any, *, minimum: float = 0, allow_minimum: bool = False, integer: bool = False,
+                   maximum: float | None = None) -> str | None:
+    """Why `value` is not an acceptable number (None when it is): not a number, not finite, not whole,
+    out of range. One wording for the planner's parameters, config.json fields and the CLI's options."""
+    kind = "a whole number" if integer else "a number"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"must be {kind}, got {type(value).__name__}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"must be a finite {'whole number' if integer else 'number'}"
+    if integer and not isinstance(value, int):
+        return "must be a whole number"
+    if value < minimum or (value == minimum and not allow_minimum):
+        return f"must be {'>=' if allow_minimum else '>'} {_shown(minimum)}"
+    if maximum is not None and value > maximum:
+        return f"must be at most {_shown(maximum)}"
+    return None
+
+
+def _shown(bound: float) -> str:
+    return str(int(bound)) if float(bound).is_integer() else f"{bound:g}"
+
+
+def _field_problem(kind: str, maximum: float, value: Any) -> str | None:
+    if kind == "number":
+        return number_problem(value, maximum=maximum)
+    return number_problem(value, minimum=1 if kind == "positive" else 0, allow_minimum=True, integer=True,
+                          maximum=maximum)
+
+
+def check_config(config: Any) -> None:
+    """Raise PlanError naming the first config.json field the planner cannot trust (wrong type, NaN,
+    infinite, negative, fractional or absurdly large); null counts as absent, as transformers reads it."""
+    if not isinstance(config, dict):
+        raise PlanError(f"config.json must hold a JSON object, got {type(config).__name__}; re-download the model")
+
+    def shape(node: dict, key: str, types: tuple, what: str, prefix: str) -> Any:
+        value = node.get(key)
+        if value is not None and (not isinstance(value, types) or isinstance(value, bool)):
+            raise PlanError(f"config.json: {prefix}{key} must be {what}, got {json.dumps(value, default=str)[:60]}; "
+                            "fix the field or re-download the model")
+        return value
+
+    def fields(node: dict, table: dict, prefix: str) -> None:
+        for key, (kind, maximum) in table.items():
+            value = node.get(key)
+            if value is None:
+                continue
+            problem = _field_problem(kind, maximum, value)
+            if problem:
+                shown = value if isinstance(value, (int, float)) else json.dumps(value, default=str)[:60]
+                raise PlanError(f"config.json: {prefix}{key}={shown} {problem}; fix the field or re-download the model")
+
+    parts = [("", config)]
+    for key in _TEXT_PARTS:
+        part = shape(config, key, (dict,), "an object", "")
+        if part is not None:
+            parts.append((f"{key}.", part))
+    for prefix, node in parts:
+        archs = shape(node, "architectures", (list,), "a list of class names", prefix)
+        if archs is not None and not all(isinstance(a, str) for a in archs):
+            raise PlanError(f"config.json: {prefix}architectures must list class names (strings); fix the field")
+        shape(node, "layer_types", (list,), "a list of per-layer attention kinds", prefix)
+        fields(node, _CONFIG_TEXT_FIELDS, prefix)
+        rope = shape(node, "rope_scaling", (dict,), "an object", prefix)
+        if rope:
+            fields(rope, _CONFIG_ROPE_FIELDS, f"{prefix}rope_scaling.")
+        quant = shape(node, "quantization_config", (dict,), "an object", prefix)
+        if quant:
+            fields(quant, _CONFIG_QUANT_FIELDS, f"{prefix}quantization_config.")
+    vision = shape(config, "vision_config", (dict,), "an object", "")
+    if vision:
+        fields(vision, _CONFIG_VISION_FIELDS, "vision_config.")
+
+
 def _version_tuple(version: str | None) -> tuple[int, int, int]:
     if not version:
         version = LATEST_VLLM
@@ -179,10 +287,11 @@ class ModelInfo:
     @classmethod
     def from_config(cls, config: dict, weights_bytes: int | None = None) -> "ModelInfo":
         """Build from a parsed config.json; weights_bytes is the checkpoint size (None: estimate it)."""
-        if not isinstance(config, dict):
-            raise PlanError("config must be the parsed config.json (a dict)")
-        if weights_bytes is not None and (not isinstance(weights_bytes, int) or weights_bytes <= 0):
-            raise PlanError(f"weights_bytes={weights_bytes!r} must be a positive integer (bytes) or None")
+        check_config(config)
+        if weights_bytes is not None:
+            problem = number_problem(weights_bytes, integer=True, maximum=MAX_HOST_GIB * GiB)
+            if problem:
+                raise PlanError(f"weights_bytes={weights_bytes!r} {problem} (bytes of the checkpoint)")
         tc = _text_config(config)
         model_type = str(tc.get("model_type") or config.get("model_type") or "")
         archs = config.get("architectures") or tc.get("architectures") or [""]
@@ -441,11 +550,16 @@ def weights_size_from_dir(path: str) -> tuple[int | None, str | None]:
     if os.path.isfile(index):
         try:
             with open(index, encoding="utf-8") as fh:
-                total = (json.load(fh).get("metadata") or {}).get("total_size")
-            if isinstance(total, int) and total > 0:
-                return total, "index"
-        except (OSError, ValueError):
-            pass
+                meta = json.load(fh).get("metadata") or {}
+        except (OSError, ValueError, AttributeError):
+            meta = {}    # an unreadable index: the safetensors files' sizes below still tell the truth
+        total = meta.get("total_size") if isinstance(meta, dict) else None
+        if total is not None:
+            problem = number_problem(total, integer=True, maximum=MAX_HOST_GIB * GiB)
+            if problem:
+                raise PlanError(f"model.safetensors.index.json: metadata.total_size={total!r} {problem} (bytes); "
+                                "re-download the index or remove it (the safetensors files are then summed)")
+            return total, "index"
     sizes = [os.path.getsize(os.path.join(path, f)) for f in sorted(os.listdir(path)) if f.endswith(".safetensors")]
     if sizes and sum(sizes) > 0:
         return sum(sizes), "files"
@@ -703,14 +817,32 @@ def _check_parallel(model: ModelInfo, tp: int) -> list[str]:
     return reasons
 
 
-def _validate_number(name: str, value: Any, *, minimum: float = 0, integer: bool = False, allow_zero: bool = False):
+# Each numeric parameter of plan() / plan_cpu(): number_problem()'s bounds (the CLI checks its options
+# against the same table).
+_COUNT = dict(minimum=1, allow_zero=True, integer=True)
+INPUT_BOUNDS: dict[str, dict[str, Any]] = {
+    "gpu_total_gib": dict(maximum=MAX_GPU_GIB),
+    "num_gpus": dict(_COUNT, maximum=MAX_GPUS),
+    "tensor_parallel_size": dict(_COUNT, maximum=MAX_GPUS),
+    "pipeline_parallel_size": dict(_COUNT, maximum=MAX_GPUS),
+    "max_model_len": dict(_COUNT, maximum=MAX_LENGTH),
+    "max_num_seqs": dict(_COUNT, maximum=MAX_LENGTH),
+    "max_num_batched_tokens": dict(_COUNT, maximum=MAX_LENGTH),
+    "block_size": dict(_COUNT, maximum=MAX_LENGTH),
+    "cpu_offload_gb": dict(allow_zero=True, maximum=MAX_HOST_GIB),
+    "free_memory_gib": dict(allow_zero=True, maximum=MAX_GPU_GIB),
+    "gpu_memory_utilization": dict(allow_zero=False, maximum=1.0),
+    "kv_cache_space_gib": dict(maximum=MAX_HOST_GIB),
+}
+
+
+def _validate_number(name: str, value: Any, *, minimum: float = 0, integer: bool = False, allow_zero: bool = False,
+                     maximum: float | None = None):
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
-        raise PlanError(f"{name}={value!r} must be a{'n integer' if integer else ' number'}")
-    if value < minimum or (value == minimum and not allow_zero):
-        bound = f">= {minimum}" if allow_zero else f"> {minimum}"
-        raise PlanError(f"{name}={value!r} must be {bound}")
+    problem = number_problem(value, minimum=minimum, allow_minimum=allow_zero, integer=integer, maximum=maximum)
+    if problem:
+        raise PlanError(f"{name}={value!r} {problem}")
 
 
 def plan(model: ModelInfo, *, gpu_total_gib: float, num_gpus: int = 1, tensor_parallel_size: int = 1,
@@ -721,20 +853,15 @@ def plan(model: ModelInfo, *, gpu_total_gib: float, num_gpus: int = 1, tensor_pa
          gpu_name: str | None = None, enforce_eager: bool = False, block_size: int | None = None,
          quantization: str | None = None, _suggest: bool = True) -> Plan:
     """Predict vLLM's startup memory sizing for one instance on GPUs of `gpu_total_gib` (torch total)."""
-    _validate_number("gpu_total_gib", gpu_total_gib)
-    _validate_number("num_gpus", num_gpus, minimum=1, integer=True, allow_zero=True)
-    _validate_number("tensor_parallel_size", tensor_parallel_size, minimum=1, integer=True, allow_zero=True)
-    _validate_number("pipeline_parallel_size", pipeline_parallel_size, minimum=1, integer=True, allow_zero=True)
-    _validate_number("max_model_len", max_model_len, minimum=1, integer=True, allow_zero=True)
-    _validate_number("max_num_seqs", max_num_seqs, minimum=1, integer=True, allow_zero=True)
-    _validate_number("max_num_batched_tokens", max_num_batched_tokens, minimum=1, integer=True, allow_zero=True)
-    _validate_number("cpu_offload_gb", cpu_offload_gb, allow_zero=True)
-    _validate_number("free_memory_gib", free_memory_gib, allow_zero=True)
-    if gpu_memory_utilization is not None:
-        _validate_number("gpu_memory_utilization", gpu_memory_utilization)
-        if gpu_memory_utilization > 1:
-            raise PlanError(f"gpu_memory_utilization={gpu_memory_utilization} must be in (0, 1], "
-                            "a fraction of total GPU memory")
+    for name, value in (("gpu_total_gib", gpu_total_gib), ("num_gpus", num_gpus),
+                        ("tensor_parallel_size", tensor_parallel_size), ("pipeline_parallel_size", pipeline_parallel_size),
+                        ("max_model_len", max_model_len), ("max_num_seqs", max_num_seqs),
+                        ("max_num_batched_tokens", max_num_batched_tokens), ("cpu_offload_gb", cpu_offload_gb),
+                        ("free_memory_gib", free_memory_gib), ("gpu_memory_utilization", gpu_memory_utilization),
+                        ("block_size", block_size)):
+        _validate_number(name, value, **INPUT_BOUNDS[name])
+    if free_memory_gib is not None and free_memory_gib > gpu_total_gib:
+        raise PlanError(f"free_memory_gib={free_memory_gib} is more than the GPU's total memory ({gpu_total_gib} GiB)")
     if kv_cache_dtype not in KV_CACHE_DTYPES:
         raise PlanError(f"kv_cache_dtype={kv_cache_dtype!r} is not one vLLM accepts; use one of "
                         f"{', '.join(KV_CACHE_DTYPES)} (there is no 'fp16': use auto or float16)")
@@ -949,8 +1076,10 @@ def plan_cpu(model: ModelInfo, *, kv_cache_space_gib: float, max_model_len: int 
     reports 65408 (= 511 blocks of 128) as the largest length for a 1 GiB pool of 16 KiB/token
     (512 blocks). [The null-block reading is inferred from that log.]
     """
-    _validate_number("kv_cache_space_gib", kv_cache_space_gib)
-    _validate_number("max_model_len", max_model_len, minimum=1, integer=True, allow_zero=True)
+    for name, value in (("kv_cache_space_gib", kv_cache_space_gib), ("max_model_len", max_model_len),
+                        ("max_num_seqs", max_num_seqs), ("max_num_batched_tokens", max_num_batched_tokens),
+                        ("block_size", block_size)):
+        _validate_number(name, value, **INPUT_BOUNDS[name])
     if kv_cache_dtype not in KV_CACHE_DTYPES:
         raise PlanError(f"kv_cache_dtype={kv_cache_dtype!r} is not one vLLM accepts; use auto or fp8")
     # CPU platform: quantized KV cache falls back to auto.

@@ -98,7 +98,10 @@ def _apps(compute_apps: list[dict] | str) -> list[dict]:
 
 
 def _pinned(record: dict, by_ref: dict) -> list[tuple[Any, dict | None]]:
-    return [(ref, by_ref.get(ref)) for ref in record.get("devices") or []]
+    # MIG devices are not in the --query-gpu answer preflight reads (their memory comes from the table);
+    # the GPU facts play checked they exist, and they are left out of the checks here.
+    return [(ref, by_ref.get(ref)) for ref in record.get("devices") or []
+            if not (isinstance(ref, str) and ref.startswith("MIG-"))]
 
 
 def _process_text(app: dict, unit: str | None) -> str:

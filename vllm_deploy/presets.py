@@ -75,8 +75,10 @@ def gpu_total_gib(device: dict) -> tuple[float, dict | None]:
                         "pass memory_total_mib from nvidia-smi")
     if not isinstance(mib, (int, float)) or mib <= 0:
         raise PlanError(f"device memory_total_mib={mib!r} must be a positive number (MiB, from nvidia-smi)")
-    # MIG slices and unknown cards: nvidia-smi MiB less the ~0.5 GiB reserve torch does not report.
-    return round(mib / 1024 - 0.5, 2), entry
+    # MIG slices and unknown cards: nvidia-smi MiB less the ~0.5 GiB reserve torch does not report. The
+    # table entry a MIG name loosely matches ("H100 80GB HBM3 MIG 3g.40gb") describes the whole board, so it
+    # is not returned: its memory class would pick the 80 GB preset for a 40 GB slice.
+    return round(mib / 1024 - 0.5, 2), None
 
 
 def preset_for(memory_class_gb: float) -> tuple[str, dict]:

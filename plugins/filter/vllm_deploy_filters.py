@@ -50,12 +50,15 @@ def _expect(value, types, what):
 
 
 @_filter
-def vllm_inventory_errors(models, vllm_instances, host="", gpus=None, fleet=None):
+def vllm_inventory_errors(models, vllm_instances, host="", gpus=None, fleet=None, mig_devices=None, mig_gpus=None):
     """Every problem with a host's vllm_models / vllm_instances, each naming the variable and the fix."""
     _expect(host, (str,), "host")
     _expect(gpus, (list,), "gpus")
     _expect(fleet, (dict,), "fleet")
-    return instances.validate_inventory(models, vllm_instances, host=host, gpus=gpus, fleet=fleet)
+    _expect(mig_devices, (list,), "mig_devices")
+    _expect(mig_gpus, (list,), "mig_gpus")
+    return instances.validate_inventory(models, vllm_instances, host=host, gpus=gpus, fleet=fleet,
+                                        mig_devices=mig_devices, mig_gpus=mig_gpus)
 
 
 @_filter
@@ -139,11 +142,13 @@ def vllm_systemd_environment(key, value):
 
 
 @_filter
-def vllm_gpu_facts(stdout, stderr="", rc=0, present=True):
-    """nvidia-smi --query-gpu CSV (or its failure) → gpu_count, gpus, driver_version, profile, error."""
+def vllm_gpu_facts(stdout, stderr="", rc=0, present=True, list_stdout=None, table_stdout=None):
+    """nvidia-smi --query-gpu CSV (or its failure), and optionally `nvidia-smi -L` with the plain table →
+    gpu_count, gpus, driver_version, profile, error, mig_devices, mig_gpus."""
     from vllm_deploy import nvidia_smi
 
-    return nvidia_smi.gpu_facts(stdout or "", stderr or "", int(rc), bool(present))
+    return nvidia_smi.gpu_facts(stdout or "", stderr or "", int(rc), bool(present), list_stdout or None,
+                                table_stdout or None)
 
 
 @_filter

@@ -185,6 +185,15 @@ BAD = [
                  f"{F}.tensor_parallel_size: TP 2 x PP 1 = 2 GPUs but 4 are pinned — pin exactly TP x PP GPUs, or drop tensor_parallel_size (it defaults to the number of pinned GPUs)", id="tp-too-small"),
     pytest.param(MODELS, [inst(gpus=[0, 1, 2], flags={"pipeline_parallel_size": 2})], {},
                  f"{F}.pipeline_parallel_size: PP 2 does not divide the 3 pinned GPUs — pin a multiple of pipeline_parallel_size GPUs (TP is the pinned GPUs / PP)", id="pp-not-dividing"),
+    # --- a MIG device is a process's only GPU (nvidia-smi -L UUIDs, new and R450/R460 forms)
+    pytest.param(MODELS, [inst(gpus=["MIG-0929581a-2be6-5dec-bf34-0954c6c529a6", "MIG-3adbed3a-d03d-549f-a016-ba1fd7359f23"])], {},
+                 f"{V}.gpus: a MIG device must be the instance's only GPU, got 2: MIG-0929581a-2be6-5dec-bf34-0954c6c529a6, "
+                 "MIG-3adbed3a-d03d-549f-a016-ba1fd7359f23 — pin one MIG device per instance (gpus: [\"MIG-...\"]): CUDA gives a "
+                 "process a single MIG device, so tensor or pipeline parallelism cannot span MIG slices", id="mig-two-slices"),
+    pytest.param(MODELS, [inst(gpus=[1, "MIG-GPU-932bfb2c-849a-2a22-1e84-9eff6bc02b39/1/0"])], {},
+                 f"{V}.gpus: a MIG device must be the instance's only GPU, got 2: 1, MIG-GPU-932bfb2c-849a-2a22-1e84-9eff6bc02b39/1/0 — "
+                 "pin one MIG device per instance (gpus: [\"MIG-...\"]): CUDA gives a process a single MIG device, so tensor or "
+                 "pipeline parallelism cannot span MIG slices", id="mig-beside-a-gpu"),
     # --- an engine beyond localhost needs an API key
     pytest.param(MODELS, [inst(bind="0.0.0.0")], {"api_key": False},
                  f"{V}.bind: instance a listens on 0.0.0.0 (beyond localhost) without an API key — {KEY_FIX}", id="wildcard-v4-no-key"),
@@ -264,6 +273,9 @@ GOOD = [
     pytest.param([inst(gpus=["GPU-8f1e2d3c-aaaa-bbbb-cccc-000000000001", "GPU-8f1e2d3c-aaaa-bbbb-cccc-000000000002"],
                        flags={"tensor_parallel_size": 2})], {}, id="uuids-tp2"),
     pytest.param([inst(gpus=[0, 1, 2, 3], flags={"pipeline_parallel_size": 2})], {}, id="pp2-on-4"),
+    # UUIDs as `nvidia-smi -L` prints them (NVIDIA/nvidia-container-toolkit#203: both forms)
+    pytest.param([inst(gpus=["MIG-0929581a-2be6-5dec-bf34-0954c6c529a6"])], {}, id="mig-uuid"),
+    pytest.param([inst(gpus=["MIG-GPU-932bfb2c-849a-2a22-1e84-9eff6bc02b39/1/0"])], {}, id="mig-uuid-r450-form"),
     pytest.param([inst(env={"VLLM_LOGGING_LEVEL": "DEBUG", "OMP_NUM_THREADS": 4, "TRITON_CACHE_DIR": "/var/lib/vllm/cache/triton"})], {}, id="env"),
     pytest.param([inst(flags={"max_model_len": None})], {}, id="flag-left-unset"),
 ]

@@ -11,7 +11,9 @@ from vllm_deploy.nvidia_smi import (
     NvidiaSmiParseError,
     diagnose_failure,
     gpu_facts,
+    mig_devices,
     parse_compute_apps,
+    parse_list,
     parse_query_gpu,
     parse_table,
     query_argv,
@@ -20,6 +22,7 @@ from vllm_deploy.nvidia_smi import (
 TABLES = calibration_files("nvidia-smi", "*-table.txt")
 CSVS = calibration_files("nvidia-smi", "*-csv.txt")
 ERRORS = calibration_files("nvidia-smi", "*-error.txt")
+LISTS = calibration_files("nvidia-smi", "*-list.txt")
 
 
 def _load(name):
@@ -39,6 +42,9 @@ def test_table_matches_meta(name):
         assert got["name"] == want["name"]
         assert got["memory_total_mib"] == want["memory_total_mib"]
         assert got["memory_used_mib"] == want["memory_used_mib"]
+        if "mig_mode" in want:
+            assert got["mig_mode"] == want["mig_mode"]
+    assert table["mig_devices"] == meta.get("mig_table", [])
     expected_procs = meta.get("processes")
     if isinstance(expected_procs, list):
         assert table["processes"] == [
@@ -145,7 +151,8 @@ def test_success_is_not_a_failure():
 
 def test_gpu_facts_cpu_node_without_nvidia_smi():
     assert gpu_facts("", "", 127, present=False) == {
-        "gpu_count": 0, "gpus": [], "driver_version": None, "profile": "cpu", "error": None}
+        "gpu_count": 0, "gpus": [], "driver_version": None, "profile": "cpu", "error": None,
+        "mig_devices": [], "mig_gpus": []}
 
 
 def test_gpu_facts_gpu_node():
@@ -195,3 +202,120 @@ def test_parsers_read_the_columns_in_the_queried_order():
                     "memory_used_mib": 10, "memory_free_mib": 23024, "driver_version": "550.54.15"}]
     app = parse_compute_apps("4242, python3, 1500, GPU-abc\n")
     assert app == [{"pid": 4242, "process_name": "python3", "used_memory_mib": 1500, "gpu_uuid": "GPU-abc"}]
+
+
+# --- nvidia-smi -L and MIG (captures 42- to 45-; values in the .meta.yaml read by hand from the captures) ---
+
+@pytest.mark.parametrize("name", LISTS)
+def test_list_and_mig_devices_match_meta(name):
+    text, meta = _load(name)
+    listed = parse_list(text)
+    assert [(g["index"], g["name"], g["uuid"]) for g in listed] == [
+        (g["index"], g["name"], g["uuid"]) for g in meta["gpus"]]
+    for got, want in zip(listed, meta["gpus"]):
+        assert got["mig_devices"] == [{k: d[k] for k in ("device", "profile", "uuid")} for d in want["mig_devices"]]
+    table = (calibration_dir("nvidia-smi") / meta["same_state_table"]).read_text()
+    want = [(g, d) for g in meta["gpus"] for d in g["mig_devices"]]
+    got = mig_devices(text, table)
+    assert len(got) == len(want)
+    for dev, (gpu, d) in zip(got, want):
+        assert dev["uuid"] == d["uuid"] and dev["gpu_index"] == gpu["index"] and dev["gpu_uuid"] == gpu["uuid"]
+        assert dev["memory_total_mib"] == d["memory_total_mib"]
+        assert (dev["gpu_instance"], dev["compute_instance"]) == (d["gpu_instance"], d["compute_instance"])
+        assert dev["name"] == f"{gpu['name']} MIG {d['profile']}"
+
+
+def test_gpu_facts_on_a_mig_node():
+    """The role's three reads of one H100 in MIG mode: --query-gpu, -L and the table (43- and 42-)."""
+    csv, _ = _load("43-h100-x1-mig4-csv.txt")
+    listing, meta = _load("42-h100-x1-mig4-list.txt")
+    table, _ = _load("42-h100-x1-mig4-table.txt")
+    facts = gpu_facts(csv, "", 0, True, listing, table)
+    assert facts["error"] is None and facts["gpu_count"] == 1 and facts["mig_gpus"] == [0]
+    assert [(d["uuid"], d["memory_total_mib"]) for d in facts["mig_devices"]] == [
+        (d["uuid"], d["memory_total_mib"]) for d in meta["gpus"][0]["mig_devices"]]
+    # Without MIG devices -L adds nothing and a non-MIG table sets no MIG GPU.
+    plain, _ = _load("01-a100-sxm4-80gb-x4-table.txt")
+    facts = gpu_facts(ROLE_OUTPUT, "", 0, True, "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-5a7e6b1c-0d2f)\n", plain)
+    assert facts["error"] is None and facts["mig_devices"] == [] and facts["mig_gpus"] == []
+
+
+def test_mig_mode_without_mig_devices_is_a_mig_gpu():
+    """MIG on but no instance created: -L shows the GPU alone, the table says Enabled; CUDA would see nothing."""
+    table, _ = _load("45-h200-x1-mig1-610-table.txt")
+    listing = "GPU 0: NVIDIA H200 (UUID: GPU-00000000-0000-0000-0000-000000000000)\n"
+    no_instances = table.replace("|  0    2   0   0  |              44MiB / 71424MiB    |", "|  No MIG devices found  |")
+    facts = gpu_facts("0, GPU-00000000-0000-0000-0000-000000000000, NVIDIA H200, 143771, 44, 143103, 610.43.02\n",
+                      "", 0, True, listing, no_instances)
+    assert facts["error"] is None and facts["mig_gpus"] == [0] and facts["mig_devices"] == []
+
+
+def test_610_banner_read_in_gpu_facts_from_a_table():
+    text, meta = _load("45-h200-x1-mig1-610-table.txt")
+    facts = gpu_facts(text, "", 0, present=True)
+    assert facts["driver_version"] == meta["driver_version"] == "610.43.02"
+    assert parse_table(text)["cuda_version"] == "13.3"
+
+
+def test_old_and_new_banner_spellings():
+    old = "| NVIDIA-SMI 580.95.05   Driver Version: 580.95.05   CUDA Version: 13.0     |\n"
+    new = "| NVIDIA-SMI 610.43.02   KMD Version: 610.43.02     CUDA UMD Version: 13.3     |\n"
+    assert (parse_table(old)["driver_version"], parse_table(old)["cuda_version"]) == ("580.95.05", "13.0")
+    assert (parse_table(new)["driver_version"], parse_table(new)["cuda_version"]) == ("610.43.02", "13.3")
+    with pytest.raises(NvidiaSmiParseError, match="KMD Version"):
+        parse_table("| NVIDIA-SMI 999.1   Something: 999.1 |\n")
+
+
+# --- captures that contradict themselves are errors, not facts --------------------------------
+
+def _a100():
+    return _load("01-a100-sxm4-80gb-x4-table.txt")[0]
+
+
+@pytest.mark.parametrize("label,stdout,needle", [
+    ("csv, index twice", ROLE_OUTPUT.replace("1, GPU-6b8f", "0, GPU-6b8f"), "GPU index 0 twice"),
+    ("csv, uuid twice", ROLE_OUTPUT.replace("GPU-6b8f7c2d-1e3a-4f4b-8c9d-234567890abc", "GPU-5a7e6b1c-0d2f-4e3a-9b8c-1234567890ab"),
+     "GPU UUID GPU-5a7e6b1c-0d2f-4e3a-9b8c-1234567890ab twice"),
+    ("csv, negative total", ROLE_OUTPUT.replace("81559, 1, 81080", "-81559, 1, 81080", 1), "negative memory"),
+    ("csv, negative free", ROLE_OUTPUT.replace("81559, 1, 81080", "81559, 1, -5", 1), "memory.free -5 MiB"),
+    ("table, index twice", _a100().replace("|   1  NVIDIA A100-SXM4-80GB", "|   0  NVIDIA A100-SXM4-80GB"),
+     "GPU index 0 twice"),
+    ("table, negative used", _a100().replace("   3616MiB / 81920MiB", "  -3616MiB / 81920MiB"), "memory.used -3616 MiB"),
+])
+def test_self_contradicting_capture_is_an_error_naming_it(label, stdout, needle):
+    facts = gpu_facts(stdout, "", 0, present=True)
+    assert facts["gpus"] == [] and facts["profile"] == "cpu"
+    assert facts["error"]["category"] == "unparseable_output"
+    assert needle in facts["error"]["message"] and "\n" not in facts["error"]["message"]
+
+
+def test_mig_captures_that_contradict_themselves():
+    listing, _ = _load("42-h100-x1-mig4-list.txt")
+    table, _ = _load("42-h100-x1-mig4-table.txt")
+    csv, _ = _load("43-h100-x1-mig4-csv.txt")
+    cases = [
+        (listing.replace("MIG-00000001-0000-0000-0000-000000000001", "MIG-00000000-0000-0000-0000-000000000000"), table,
+         "MIG device MIG-00000000-0000-0000-0000-000000000000 twice"),
+        (listing, table.replace("|  0    3   0   1  |              17MiB / 20096MiB", "|  0    3   0   1  |              17MiB / -20096MiB"),
+         "memory.total -20096 MiB"),
+        (listing, table.replace("|  0   10   0   3  |", "|  0   10   0   7  |"), "MIG device 3 of GPU 0"),
+        (listing, None, "no nvidia-smi table"),
+        ("  MIG 1g.10gb     Device  0: (UUID: MIG-00000000-0000-0000-0000-000000000000)\n", table, "before any GPU"),
+    ]
+    for list_text, table_text, needle in cases:
+        facts = gpu_facts(csv, "", 0, True, list_text, table_text)
+        assert facts["error"] and needle in facts["error"]["message"], (needle, facts["error"])
+        assert facts["mig_devices"] == [] and facts["gpus"] == []
+
+
+def test_gpus_cli_lists_mig_devices(capsys):
+    from vllm_deploy.cli import main
+
+    d = calibration_dir("nvidia-smi")
+    rc = main(["gpus", str(d / "43-h100-x1-mig4-csv.txt"), "--list", str(d / "42-h100-x1-mig4-list.txt"),
+               "--table", str(d / "42-h100-x1-mig4-table.txt"), "--json"])
+    facts = __import__("json").loads(capsys.readouterr().out)
+    assert rc == 0 and [m["memory_total_mib"] for m in facts["mig_devices"]] == [40448, 20096, 9984, 9984]
+    rc = main(["gpus", str(d / "45-h200-x1-mig1-610-table.txt")])
+    out = capsys.readouterr().out
+    assert rc == 0 and "driver: 610.43.02" in out and "MIG mode" in out
