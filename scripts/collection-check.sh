@@ -36,9 +36,10 @@ fi
 echo "   $(basename "${tarball[0]}"): $(wc -l < "$WORK/contents") entries, $(du -k "${tarball[0]}" | cut -f1) KiB"
 
 step "install (offline: community.docker/general come with the ansible package)"
-# (It warns that -p is not a configured collections path: the operator repository's ansible.cfg makes it one.)
-"$BIN/ansible-galaxy" collection install --offline "${tarball[0]}" -p "$WORK/collections" >/dev/null 2>&1 \
-  || "$BIN/ansible-galaxy" collection install --offline "${tarball[0]}" -p "$WORK/collections" \
+# Only the target path counts: a copy already in ~/.ansible/collections would make galaxy say
+# "nothing to do" and install nothing here.
+ANSIBLE_COLLECTIONS_PATH="$WORK/collections" "$BIN/ansible-galaxy" collection install --offline "${tarball[0]}" -p "$WORK/collections" >/dev/null 2>&1 \
+  || ANSIBLE_COLLECTIONS_PATH="$WORK/collections" "$BIN/ansible-galaxy" collection install --offline "${tarball[0]}" -p "$WORK/collections" \
   || fail "ansible-galaxy collection install"
 installed="$WORK/collections/ansible_collections/vllm_deploy/fleet"
 [[ -f "$installed/MANIFEST.json" ]] || fail "nothing installed at $installed"
