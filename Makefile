@@ -16,13 +16,13 @@ NODE_IMAGE ?= vllm-deploy/node:bookworm
 # Molecule scenarios mount $(CURDIR)/.cache/wheelhouse; staging honours WHEELHOUSE.
 WHEELHOUSE ?= $(CURDIR)/.cache/wheelhouse
 export NODE_IMAGE WHEELHOUSE
-SCENARIOS ?= default resilience driver-upgrade compose
+SCENARIOS ?= default resilience driver-upgrade compose gateway
 # Throwaway venv (outside the repo) holding the pinned vLLM whose argument list is dumped.
 VLLM_ARGS_VENV ?= /var/tmp/vllm-args-venv
 STAGING   := -i inventory/staging/hosts.yml
 
 .PHONY: help setup prereqs node-image wheelhouse staging staging-down test test-unit test-rules lint syntax collection-check molecule \
-        bench-deploy bench-planner bench-diagnose bench-inputs bench-image python-base vllm-args check-vllm-args
+        bench-deploy bench-planner bench-diagnose bench-inputs bench-image bench-gateway python-base vllm-args check-vllm-args
 
 help:  ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -48,9 +48,9 @@ python-base: setup  ## Build a local stand-in for python:3.11-slim-bookworm (ben
 wheelhouse: setup  ## Fill .cache/wheelhouse with the pinned CPU vLLM stack (offline node installs)
 	@bash scripts/wheelhouse.sh "$(WHEELHOUSE)"
 
-staging: node-image wheelhouse  ## Two local container nodes serving a real vLLM (CPU build, tiny model)
+staging: node-image wheelhouse  ## Two local container nodes serving a real vLLM (CPU build, tiny model) behind one gateway
 	ansible-playbook $(STAGING) playbooks/staging-up.yml
-	ansible-playbook $(STAGING) deploy.yml -l gpu-nodes
+	ansible-playbook $(STAGING) deploy.yml -l gpu-nodes:vllm_gateway
 	@$(PY) scripts/staging_endpoints.py inventory/staging
 
 staging-down:  ## Remove the staging nodes
@@ -96,6 +96,9 @@ bench-deploy: node-image wheelhouse  ## Deploy timings on fresh staging nodes (p
 
 bench-image: node-image wheelhouse  ## Slim, text-only and naive vLLM images: sizes, layers, cold start (GPU=1: CUDA build too)
 	$(PY) scripts/bench_image.py
+
+bench-gateway: staging  ## Gateway vs straight to an engine on staging: median/p99 one-token latency, streaming tokens/s
+	$(PY) scripts/bench_gateway.py inventory/staging
 
 bench-planner: setup  ## Planner vs real vLLM startup logs (tests/fixtures/calibration)
 	$(PY) scripts/bench_planner.py

@@ -15,6 +15,8 @@ import json
 import re
 from typing import Any
 
+from vllm_deploy import cpus as cpu_binding
+
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,47}")
 FLAG_RE = re.compile(r"[a-z][a-z0-9_]*")
 MODEL_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -25,7 +27,7 @@ PATH_RE = re.compile(r"/[^\s:]*")
 # Any character that starts a new line or escapes in a unit, a Compose file, a terminal or a command line.
 CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
-INSTANCE_KEYS = ("name", "model", "gpus", "port", "bind", "flags", "env", "cpu_kv_cache_space_gib")
+INSTANCE_KEYS = ("name", "model", "gpus", "port", "bind", "flags", "env", "cpu_kv_cache_space_gib", "cpus")
 MODEL_KEYS = ("path", "source", "served_name", "generate", "private")
 # roles/vllm_model/files/tiny_model.py's options (a `source: generate` model's shape).
 GENERATE_KEYS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "max_position", "vocab", "seed")
@@ -65,6 +67,7 @@ OWNED_ENV = {
     "VLLM_CACHE_ROOT": "set vllm_cache_root (the deploy creates and mounts it)",
     "HF_HUB_OFFLINE": "set vllm_hf_hub_offline",
     "VLLM_CPU_KVCACHE_SPACE": "set cpu_kv_cache_space_gib on the instance or vllm_cpu_kv_cache_space_gib",
+    "VLLM_CPU_OMP_THREADS_BIND": "set cpus on the instance (the deploy gives each CPU instance of a node its own cores)",
     "HOME": "the unit sets HOME to vllm_home; remove it",
     "VLLM_DEPLOY_PORT": "the deploy sets it to the instance's port for the image's health check; remove it",
 }
@@ -423,6 +426,11 @@ def validate_inventory(models: Any, instances: Any, *, host: str = "", gpus: lis
         if kv_space is not None and (not isinstance(kv_space, (int, float)) or isinstance(kv_space, bool) or kv_space <= 0):
             err(f"{var}.cpu_kv_cache_space_gib", f"must be a positive number of GiB, got {_describe(kv_space)}", "e.g. cpu_kv_cache_space_gib: 4")
 
+        if "cpus" in inst:
+            problem = cpu_binding.cpus_problem(inst["cpus"])
+            if problem:
+                err(f"{var}.cpus", problem, "e.g. cpus: [0, 1] (the cores this instance's compute threads run on, CPU engine)")
+
         flags = inst.get("flags", {})
         if flags is None:
             flags = {}
@@ -705,7 +713,25 @@ def build_instances(
             )
         record = build_instance(inst, models[name], name, gpu_facts=gpu_facts, plan=plan, defaults=defaults)
         records.append(apply_degraded(record, (defaults.get("degraded") or {}).get(inst["name"])))
+    if defaults.get("engine") == "cpu":
+        records = _bind_cpus(records, instances, defaults.get("cpus_allowed"))
     return records
+
+
+def _bind_cpus(records: list[dict[str, Any]], instances: list[dict[str, Any]], allowed: Any) -> list[dict[str, Any]]:
+    """Each CPU instance's own cores (vllm_deploy/cpus.py says why): VLLM_CPU_OMP_THREADS_BIND in its env."""
+    allowed_ids = cpu_binding.parse_cpu_list(allowed) if allowed not in (None, "") else None
+    pinned = {inst["name"]: inst.get("cpus") for inst in instances}
+    binds = cpu_binding.bindings([{"name": r["name"], "cpus": pinned.get(r["name"]), "flags": r["flags"]} for r in records],
+                                 allowed_ids)
+    out = []
+    for record in records:
+        if record["name"] in binds:
+            env = {**record["env"], "VLLM_CPU_OMP_THREADS_BIND": binds[record["name"]]}
+            record = {**record, "env": dict(sorted(env.items()))}
+            refuse_unsafe(record)
+        out.append(record)
+    return out
 
 
 def apply_degraded(record: dict[str, Any], degraded: dict[str, Any] | None) -> dict[str, Any]:

@@ -435,6 +435,109 @@ def vllm_torch_matches(installed, pin):
     return compat.torch_matches(installed, pin)
 
 
+# The gateway (issue 11): HAProxy's tables from every serving host's instance records.
+def _hostvar(hostvars, host, name, default=None):
+    """One variable of another host (templated), or default when that host does not define it."""
+    try:
+        value = hostvars[host].get(name, default)
+    except (KeyError, AttributeError):
+        return default
+    return default if value is None else value
+
+
+@_filter
+def vllm_gateway_backends(hostvars, hosts, gateway_host):
+    """HAProxy's backend table: every instance record (vllm_plan_instances) of `hosts`, per served name."""
+    from vllm_deploy import gateway
+
+    _expect(hosts, (list,), "the serving hosts")
+    fleet = {}
+    missing = []
+    for host in hosts or []:
+        records = _hostvar(hostvars, host, "vllm_plan_instances")
+        if records is None:
+            missing.append(host)
+            continue
+        facts = _hostvar(hostvars, host, "ansible_facts", {}) or {}
+        address = _hostvar(hostvars, host, "vllm_gateway_backend_address") or (facts.get("default_ipv4") or {}).get("address", "")
+        fleet[host] = {"instances": list(records), "address": address}
+    if missing:
+        raise AnsibleFilterError(
+            f"{gateway_host}: no instance records for {', '.join(missing)} (vllm_plan_instances) — run the deploy on every "
+            f"serving host together with the gateway (e.g. -l gpu-nodes:vllm_gateway), or the gateway would drop their instances")
+    return gateway.backend_table(fleet, str(gateway_host))
+
+
+@_filter
+def vllm_gateway_engine_key_errors(hostvars, hosts, engine_key):
+    """Hosts whose engines expect another key than the one the gateway adds (values never shown)."""
+    from vllm_deploy import gateway
+
+    _expect(hosts, (list,), "the serving hosts")
+    keys = {h: str(_hostvar(hostvars, h, "vllm_api_key") or _hostvar(hostvars, h, "vault_vllm_api_key", "")) for h in hosts or []}
+    return gateway.engine_key_mismatches(keys, str(engine_key or ""))
+
+
+@_filter
+def vllm_gateway_models_list(table):
+    """The body of the gateway's GET /v1/models."""
+    from vllm_deploy import gateway
+
+    _expect(table, (list,), "the backend table")
+    return gateway.models_list(table or [])
+
+
+@_filter
+def vllm_gateway_key_table(keys):
+    """Client keys with their limits filled in (0 = no limit); the validation play checked them."""
+    from vllm_deploy import gateway
+
+    _expect(keys, (list,), "vllm_gateway_keys")
+    return gateway.key_table(keys or [])
+
+
+@_filter
+def vllm_gateway_server_ref(record, host):
+    """`backend/server` of an instance in the gateway's runtime API."""
+    from vllm_deploy import gateway
+
+    _expect(record, (dict,), "the instance record")
+    return gateway.server_ref(record, str(host))
+
+
+@_filter
+def vllm_gateway_node_records(vllm_instances, vllm_models):
+    """{name, model: {name, served_name}} per instance, from the inventory (rebuild-node drains before planning)."""
+    from vllm_deploy import gateway
+
+    _expect(vllm_instances, (list,), "vllm_instances")
+    _expect(vllm_models, (dict,), "vllm_models")
+    return gateway.node_records(vllm_instances or [], vllm_models or {})
+
+
+@_filter
+def vllm_gateway_served_name_errors(vllm_models, host=""):
+    """Served names the gateway cannot route on."""
+    from vllm_deploy import gateway
+
+    _expect(vllm_models, (dict,), "vllm_models")
+    _expect(host, (str,), "host")
+    return gateway.validate_served_names(vllm_models, host=host)
+
+
+@_filter
+def vllm_gateway_errors(keys, enabled, group, groups, max_body_bytes, max_tokens, drain_timeout, host=""):
+    """The gateway's inputs: its group, the keys and their limits, body and max_tokens limits, drain timeout."""
+    from vllm_deploy import gateway
+
+    _expect(keys, (list,), "vllm_gateway_keys")
+    _expect(groups, (dict,), "groups")
+    _expect(host, (str,), "host")
+    return gateway.validate_gateway(enabled=bool(enabled), group=str(group), groups=dict(groups or {}), keys=keys,
+                                    max_body_bytes=max_body_bytes, max_tokens=max_tokens,
+                                    drain_timeout=drain_timeout, host=str(host))
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -483,4 +586,12 @@ class FilterModule:
             "vllm_dpkg_query_argv": vllm_dpkg_query_argv,
             "vllm_dpkg_installed_version": vllm_dpkg_installed_version,
             "vllm_torch_matches": vllm_torch_matches,
+            "vllm_gateway_backends": vllm_gateway_backends,
+            "vllm_gateway_engine_key_errors": vllm_gateway_engine_key_errors,
+            "vllm_gateway_models_list": vllm_gateway_models_list,
+            "vllm_gateway_key_table": vllm_gateway_key_table,
+            "vllm_gateway_server_ref": vllm_gateway_server_ref,
+            "vllm_gateway_node_records": vllm_gateway_node_records,
+            "vllm_gateway_served_name_errors": vllm_gateway_served_name_errors,
+            "vllm_gateway_errors": vllm_gateway_errors,
         }

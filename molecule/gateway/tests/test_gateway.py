@@ -1,0 +1,311 @@
+"""The fleet behind one endpoint (issue 11), checked as a user would: through the gateway on node1.
+
+Requests come from the machine running molecule to node1's address (the scenario's own container);
+the engine-exposure checks run inside the nodes. The load tests drive the real deploy while
+scripts/loadgen.py sends requests through the gateway, and print the counts.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import helpers
+import pytest
+import testinfra
+
+PROJECT = helpers.PROJECT
+INVENTORY = os.environ.get("MOLECULE_INVENTORY_FILE", "")
+ENGINE_KEY = "molecule-engine-key-9b2e41"
+KEY = "molecule-gw-key-team-a-5d0c"
+SLOW_KEY = "molecule-gw-key-slow-77e1"
+MODELS = ["tiny-a", "tiny-b"]
+CTL = "/usr/local/libexec/vllm-deploy/vllm-gateway-ctl"
+
+testinfra_hosts = ["ansible://mol-gw-node1"]
+
+
+@pytest.fixture(scope="module")
+def node2():
+    return testinfra.get_host("ansible://mol-gw-node2", ansible_inventory=INVENTORY)
+
+
+@pytest.fixture(scope="module")
+def gateway_url(host):
+    address = host.check_output("hostname -I").split()[0]
+    return f"http://{address}:8080"
+
+
+def call(url, path, body=None, key=KEY, method=None, raw=None):
+    """(status, headers (case-insensitive: HAProxy sends them lower-case), parsed JSON body) of one request."""
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
+    req = urllib.request.Request(url + path, data=data, headers=headers, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=120) as resp:
+            return resp.status, resp.headers, json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, err.headers, json.loads(err.read())
+
+
+def servers(host):
+    return json.loads(host.check_output(f"{CTL} status"))["servers"]
+
+
+def deploy(extra_vars=None):
+    """deploy.yml against the scenario's nodes, as an operator runs it (helpers.ansible_playbook)."""
+    run = helpers.ansible_playbook(*(["-e", json.dumps(extra_vars)] if extra_vars else []), timeout=1500)
+    return run.returncode, run.output
+
+
+def start_load(url, requests, workdir, stop=True, pause=0.0):
+    progress = Path(workdir) / "progress.json"
+    stop_file = Path(workdir) / "stop"
+    cmd = [sys.executable, str(PROJECT / "scripts" / "loadgen.py"), "--url", url, "--key", KEY,
+           "--models", ",".join(MODELS), "--requests", str(requests), "--concurrency", "4", "--max-tokens", "16",
+           "--progress-file", str(progress), "--pause", str(pause), "--json"] + (["--stop-file", str(stop_file)] if stop else [])
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # the load is really flowing before anything is restarted
+        if progress.exists() and json.loads(progress.read_text() or "{}").get("complete", 0) >= 8:
+            return proc, stop_file
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.5)
+    proc.kill()
+    pytest.fail("the load generator did not complete 8 requests through the gateway within 120 s")
+
+
+def gateway_log(host, since):
+    """What the gateway logged besides the 200s since `since` (epoch): errors, check failures, state changes."""
+    lines = host.check_output(f"journalctl -u haproxy --no-pager -o cat --since @{int(since)}").splitlines()
+    return [line for line in lines if '" 200 ' not in line and " 200 " not in line][-60:]
+
+
+def finish_load(proc, timeout=600):
+    out, err = proc.communicate(timeout=timeout)
+    assert out.strip(), err
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_models_lists_the_fleets_served_names(gateway_url):
+    status, _, body = call(gateway_url, "/v1/models")
+    assert status == 200
+    assert body["object"] == "list"
+    assert sorted(m["id"] for m in body["data"]) == MODELS
+
+
+def test_each_model_is_served_by_its_instances_on_both_nodes(host, gateway_url):
+    before = {k: v for k, v in servers(host).items()}
+    assert set(before) == {"model_tiny-a/mol-gw-node1__a", "model_tiny-a/mol-gw-node2__d",
+                           "model_tiny-b/mol-gw-node1__b", "model_tiny-b/mol-gw-node2__c"}
+    assert all(s["status"] == "UP" for s in before.values()), before
+    for model in MODELS:
+        for _ in range(4):
+            status, _, body = call(gateway_url, "/v1/completions", {"model": model, "prompt": "Hello", "max_tokens": 4})
+            assert status == 200, body
+            assert body["model"] == model
+            assert body["usage"]["completion_tokens"] == 4
+    # leastconn spreads sequential requests over the instances of a model: both nodes answered
+    served = {name: s["total"] for name, s in servers(host).items()}
+    assert all(served[name] > before[name]['total'] for name in before), served
+
+
+def test_the_gateway_exports_each_server_s_state_for_prometheus(host):
+    """HAProxy's own exporter on vllm_gateway_metrics_port: what role vllm_monitoring's gateway job scrapes."""
+    address = host.check_output("hostname -I").split()[0]
+    with urllib.request.urlopen(f"http://{address}:8405/metrics", timeout=30) as resp:
+        text = resp.read().decode()
+    up = {line.split('server="')[1].split('"')[0] for line in text.splitlines()
+          if line.startswith("haproxy_server_status{") and 'state="UP"' in line and line.endswith(" 1")}
+    assert up == {"mol-gw-node1__a", "mol-gw-node1__b", "mol-gw-node2__c", "mol-gw-node2__d"}, up
+
+
+def test_streaming_arrives_as_chunks_ending_with_done(gateway_url):
+    req = urllib.request.Request(gateway_url + "/v1/completions", data=json.dumps(
+        {"model": "tiny-b", "prompt": "Hello", "max_tokens": 8, "stream": True, "ignore_eos": True}).encode(),
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"})
+    with urllib.request.urlopen(req, timeout=120) as resp:
+        assert resp.headers["Content-Type"].startswith("text/event-stream")
+        assert resp.headers.get("Transfer-Encoding") == "chunked"
+        events = [line for line in resp.read().decode().splitlines() if line.startswith("data: ")]
+    assert events[-1] == "data: [DONE]"
+    assert len(events) >= 9  # one event per token, then [DONE]: nothing buffered into one
+
+
+@pytest.mark.parametrize("case", ["no key", "wrong key", "engine key"])
+def test_a_request_without_a_gateway_key_gets_401_json(gateway_url, case):
+    key = {"no key": None, "wrong key": "not-a-key-of-this-gateway", "engine key": ENGINE_KEY}[case]
+    status, headers, body = call(gateway_url, "/v1/completions", {"model": "tiny-a", "prompt": "x", "max_tokens": 1}, key=key)
+    assert status == 401
+    assert headers["Content-Type"] == "application/json"
+    assert body["error"]["code"] == "invalid_api_key"
+
+
+def test_over_the_rate_limit_gets_429_with_retry_after(gateway_url):
+    answers = [call(gateway_url, "/v1/models", key=SLOW_KEY) for _ in range(6)]  # the key allows 2 per second
+    assert [a[0] for a in answers[:2]] == [200, 200]
+    limited = [a for a in answers if a[0] == 429]
+    assert limited, [a[0] for a in answers]
+    status, headers, body = limited[0]
+    assert headers["Retry-After"] == "1"
+    assert body["error"]["type"] == "rate_limit_error"
+    # HAProxy's rate is a sliding estimate over the current and the previous 1 s period (refused
+    # requests count too): two periods later the key is under its limit again
+    time.sleep(2.5)
+    assert call(gateway_url, "/v1/models", key=SLOW_KEY)[0] == 200
+
+
+def test_a_model_nobody_serves_gets_404_openai_error(gateway_url):
+    status, _, body = call(gateway_url, "/v1/completions", {"model": "gpt-9", "prompt": "x", "max_tokens": 1})
+    assert status == 404
+    assert body["error"]["code"] == "model_not_found" and "gpt-9" in body["error"]["message"]
+
+
+def test_an_oversized_body_gets_413_json_before_any_engine(gateway_url):
+    prompt = "word " * 18000  # 90 KB > vllm_gateway_max_body_bytes 65536
+    status, _, body = call(gateway_url, "/v1/completions", {"model": "tiny-a", "prompt": prompt, "max_tokens": 1})
+    assert status == 413
+    assert body["error"]["code"] == "request_too_large"
+
+
+def test_max_tokens_above_the_cap_gets_400_json(gateway_url):
+    status, _, body = call(gateway_url, "/v1/completions", {"model": "tiny-a", "prompt": "x", "max_tokens": 65})
+    assert status == 400
+    assert body["error"]["param"] == "max_tokens"
+    assert call(gateway_url, "/v1/completions", {"model": "tiny-a", "prompt": "x", "max_tokens": 64})[0] == 200
+
+
+def test_a_loopback_engine_is_not_reachable_from_the_other_node(host, node2):
+    node1_address = host.check_output("hostname -I").split()[0]
+    assert host.socket("tcp://127.0.0.1:8000").is_listening
+    probe = node2.run(f"python3 -c \"import socket; socket.create_connection(('{node1_address}', 8000), timeout=5)\"")
+    assert probe.rc != 0 and "Connection refused" in probe.stderr
+
+
+def test_an_engine_without_the_engine_key_answers_401(host, node2):
+    node2_address = node2.check_output("hostname -I").split()[0]
+    for key in ("", KEY):  # no key, and a gateway key: neither is the engine's
+        script = ("import sys,urllib.request,urllib.error\n"
+                  "h={'Authorization':'Bearer '+sys.argv[2]} if sys.argv[2] else {}\n"
+                  "try: urllib.request.urlopen(urllib.request.Request(sys.argv[1],headers=h),timeout=30); print(200)\n"
+                  "except urllib.error.HTTPError as e: print(e.code)\n")
+        assert host.check_output("python3 -c %s %s %s", script, f"http://{node2_address}:8000/v1/models", key) == "401"
+
+
+def test_key_files_are_closed_and_keys_stay_out_of_config_and_logs(host):
+    for path, mode, group in [("/etc/haproxy/vllm/keys.map", 0o640, "haproxy"), ("/etc/haproxy/vllm/engine.env", 0o600, "root")]:
+        f = host.file(path)
+        assert (f.mode, f.user, f.group) == (mode, "root", group), path
+    assert KEY in host.file("/etc/haproxy/vllm/keys.map").content_string
+    config = host.file("/etc/haproxy/haproxy.cfg").content_string
+    assert KEY not in config and ENGINE_KEY not in config
+    log = (Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "ansible.log").read_text()
+    assert "Write the client keys" in log
+    assert KEY not in log and SLOW_KEY not in log and ENGINE_KEY not in log
+
+
+def test_an_open_engine_without_an_api_key_is_refused_before_any_change(node2):
+    before = node2.file("/etc/systemd/system/vllm-c.service").sha256sum
+    rc, out = deploy(extra_vars={"vault_vllm_api_key": ""})
+    assert rc != 0
+    assert ("mol-gw-node2: vllm_instances[0].bind: instance c listens on 0.0.0.0 (beyond localhost) without an API key"
+            " — set vault_vllm_api_key") in out
+    assert node2.file("/etc/systemd/system/vllm-c.service").sha256sum == before
+
+
+def test_a_malformed_gateway_key_is_refused_naming_it(host):
+    rc, out = deploy(extra_vars={"vllm_gateway_keys": [{"name": "team-a", "key": "short", "rate_per_s": "fast"}]})
+    assert rc != 0
+    assert "mol-gw-node1: vllm_gateway_keys[0].key: the key of team-a is missing or not 16-256 characters" in out
+    assert "mol-gw-node1: vllm_gateway_keys[0].rate_per_s: must be a whole number" in out
+    assert "short" not in out.split("vllm_gateway_keys[0].key")[1].split("\n")[0]
+
+
+def test_each_engine_computes_on_the_cores_its_node_allows(host, node2):
+    """vLLM's own start-up log says where each engine's compute thread runs: on its node's own core
+    (the scenario gives node1 core 0, node2 core 1), bound by the deploy (vllm_deploy/cpus.py), not
+    by vLLM's `auto`, which picks NUMA node 0's cores whatever the node may use."""
+    for node, units, core in ((host, ("vllm-a", "vllm-b"), "[0]"), (node2, ("vllm-c", "vllm-d"), "[1]")):
+        for unit in units:
+            lines = node.check_output(f"journalctl -u {unit} --no-pager -o cat | grep -E 'VLLM_CPU_OMP_THREADS_BIND=|local_rank=0, core ids=' | tail -n 2")
+            assert "core ids=" in lines, f"{unit}: vLLM logged no OpenMP binding"
+            print(f"\n{unit}: {' '.join(lines.split())}")
+            assert lines.rsplit("core ids=", 1)[1].strip() == core, lines
+            assert "auto_setup=False" in lines, lines
+
+
+def test_a_rollout_of_every_instance_under_load_loses_no_request(host, node2, gateway_url):
+    """max_num_seqs 8 → 6 on all four instances, one after the other per node, while 4 clients stream
+    and not through the gateway: every request sent completes, none retried by the client."""
+    worker_before = host.check_output("pgrep -f -n '^/usr/sbin/haproxy'")
+    since = float(host.check_output("date +%s"))
+    with tempfile.TemporaryDirectory() as work:
+        # Paced (each client waits 0.3 s between requests: about 10 requests/s on these nodes) and
+        # capped far above a rollout's length: the load only has to overlap every instance's
+        # restart, and the stop file ends it once the rollout is done.
+        proc, stop = start_load(gateway_url, 12000, work, pause=0.3)
+        started = time.monotonic()
+        try:
+            rc, out = deploy(extra_vars={"gateway_max_num_seqs": 6})
+            rollout_seconds = time.monotonic() - started
+            load_outlasted_rollout = proc.poll() is None
+        finally:
+            stop.touch()
+        result = finish_load(proc)
+    print(f"\nrollout under load ({rollout_seconds:.0f} s): {json.dumps(result)}")
+    if result["failed"]:
+        print("gateway log (not 200):\n" + "\n".join(gateway_log(host, since)))
+    assert rc == 0, out[-4000:]
+    for instance in ("a", "b", "c", "d"):
+        assert f"__{instance} drained:" in out, f"instance {instance} was not drained at the gateway"
+    # (YAML output doubles the apostrophe of "gateway's": match up to it)
+    assert out.count("in rotation: the gateway") >= 4, "not every instance was put back in rotation"
+    assert load_outlasted_rollout, f"the load ended before the rollout did: {result}"
+    assert result["failed"] == 0, result
+    assert result["complete"] == result["sent"] >= 40 and result["stream"] > 0 and result["non_stream"] > 0
+    for node, instance in ((host, "a"), (host, "b"), (node2, "c"), (node2, "d")):
+        assert "--max-num-seqs 6" in node.check_output(f"systemctl show -p ExecStart --value vllm-{instance}"), instance
+    # the instances changed, the gateway's table did not: no reload, the same worker served throughout
+    assert host.check_output("pgrep -f -n '^/usr/sbin/haproxy'") == worker_before
+    assert all(s["status"] == "UP" for s in servers(host).values())
+
+
+def test_a_killed_engine_leaves_rotation_and_comes_back(host, gateway_url):
+    """kill -9 of node1's instance a while 4 clients stream and not through the gateway. The gateway's
+    view of the requests in flight on it is read just before and just after the kill, in one command."""
+    target, unit = "model_tiny-a/mol-gw-node1__a", "vllm-a"
+    since = float(host.check_output("date +%s"))
+    pid = host.check_output(f"systemctl show -p MainPID --value {unit}")
+    with tempfile.TemporaryDirectory() as work:
+        proc, _ = start_load(gateway_url, 240, work, stop=False)
+        before, after = host.check_output(f"{CTL} status; kill -9 {pid}; {CTL} status").splitlines()
+        killed_at = time.monotonic()
+        in_flight = max(json.loads(before)["servers"][target]["inflight"], json.loads(after)["servers"][target]["inflight"])
+        left = None
+        while time.monotonic() - killed_at < 30:
+            if not servers(host)[target]["status"].startswith("UP"):
+                left = time.monotonic() - killed_at
+                break
+            time.sleep(0.2)
+        result = finish_load(proc)
+    print(f"\nkill -9 under load: {json.dumps(result)}; in flight on {target} at the kill: {in_flight}; "
+          f"out of rotation after {left if left is None else round(left, 1)}s")
+    if result["failed"]:
+        print("gateway log (not 200):\n" + "\n".join(gateway_log(host, since)))
+    assert left is not None and left <= 10, "the killed engine stayed in rotation"
+    assert result["sent"] == 240
+    assert result["failed"] <= in_flight, result
+    deadline = time.monotonic() + 420
+    while time.monotonic() < deadline and not servers(host)[target]["status"].startswith("UP"):
+        time.sleep(2)
+    assert servers(host)[target]["status"].startswith("UP"), "not back in rotation after systemd restarted it"
+    assert host.check_output(f"systemctl show -p MainPID --value {unit}") not in ("0", pid)
+    assert int(host.check_output(f"systemctl show -p NRestarts --value {unit}")) >= 1
+    for _ in range(6):  # both tiny-a instances answer again through the gateway
+        status, _, body = call(gateway_url, "/v1/completions", {"model": "tiny-a", "prompt": "Hello", "max_tokens": 2})
+        assert status == 200 and body["usage"]["completion_tokens"] == 2

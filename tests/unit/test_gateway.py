@@ -1,0 +1,152 @@
+"""The gateway's tables and checks, from instance records shaped as instances.build_instance makes them."""
+
+from __future__ import annotations
+
+import pytest
+
+from vllm_deploy import gateway, instances
+
+DEFAULTS = {"hf_home": "/var/lib/vllm/hf", "cache_root": "/var/lib/vllm/cache", "engine": "cpu"}
+MODELS = {"tiny-a": {"path": "/srv/models/a", "served_name": "tiny-a"},
+          "qwen": {"path": "/srv/models/q", "served_name": "Qwen/Qwen2.5-7B-Instruct"}}
+
+
+def record(name, model, port, bind="127.0.0.1"):
+    """A real instance record (the one the templates render), not a hand-made dict."""
+    inst = {"name": name, "model": model, "gpus": [], "port": port, "bind": bind, "flags": {"max_model_len": 256}}
+    return instances.build_instance(inst, MODELS[model], model, gpu_facts={}, plan=None, defaults=DEFAULTS)
+
+
+FLEET = {
+    "node2": {"instances": [record("b", "tiny-a", 8001, "0.0.0.0"), record("q", "qwen", 8002, "10.0.0.12")],
+              "address": "10.0.0.2"},
+    "node1": {"instances": [record("a", "tiny-a", 8000)], "address": "10.0.0.1"},
+}
+
+
+def test_backend_table_groups_every_host_s_instances_by_served_name():
+    table = gateway.backend_table(FLEET, "node1")
+    assert [b["served_name"] for b in table] == ["Qwen/Qwen2.5-7B-Instruct", "tiny-a"]
+    tiny = table[1]
+    assert tiny["backend"] == "model_tiny-a"
+    assert [(s["name"], s["address_port"]) for s in tiny["servers"]] == [
+        ("node1__a", "127.0.0.1:8000"),   # loopback: the gateway runs on node1
+        ("node2__b", "10.0.0.2:8001"),    # 0.0.0.0: the host's address
+    ]
+    assert table[0]["servers"][0]["address_port"] == "10.0.0.12:8002"  # a specific bind is used as is
+
+
+def test_haproxy_names_stay_legal_and_distinct():
+    qwen = gateway.backend_table(FLEET, "node1")[0]["backend"]
+    assert qwen.startswith("model_Qwen_Qwen2.5-7B-Instruct-") and "/" not in qwen
+    assert gateway.backend_name("a/b") != gateway.backend_name("a_b")
+    assert gateway.backend_name("a_b") == "model_a_b"
+
+
+@pytest.mark.parametrize("bind,gateway_host,expected", [
+    ("127.0.0.1", "node1", "127.0.0.1:8000"),
+    ("0.0.0.0", "node1", "127.0.0.1:8000"),   # the gateway's own node: loopback
+    ("::", "node1", "[::1]:8000"),
+    ("0.0.0.0", "gw", "10.0.0.1:8000"),
+    ("fd00::5", "gw", "[fd00::5]:8000"),
+])
+def test_instance_address(bind, gateway_host, expected):
+    fleet = {"node1": {"instances": [record("a", "tiny-a", 8000, bind)], "address": "10.0.0.1"}}
+    assert gateway.backend_table(fleet, gateway_host)[0]["servers"][0]["address_port"] == expected
+
+
+def test_loopback_engine_on_another_host_is_refused_naming_host_and_fix():
+    with pytest.raises(ValueError) as err:
+        gateway.backend_table(FLEET, "gw")
+    message = str(err.value)
+    assert message.startswith("node1: instance a (bind 127.0.0.1)")
+    assert "vllm_instances[].bind" in message and "gw" in message
+
+
+def test_wildcard_engine_without_a_known_address_is_refused():
+    fleet = {"node2": {"instances": [record("b", "tiny-a", 8001, "0.0.0.0")], "address": ""}}
+    with pytest.raises(ValueError, match="^node2: .*vllm_gateway_backend_address"):
+        gateway.backend_table(fleet, "gw")
+
+
+def test_server_ref_matches_the_table():
+    rec = FLEET["node2"]["instances"][0]
+    table = gateway.backend_table(FLEET, "node1")
+    server = next(s for s in table[1]["servers"] if s["instance"] == "b")
+    assert gateway.server_ref(rec, "node2") == f"{table[1]['backend']}/{server['name']}" == "model_tiny-a/node2__b"
+
+
+def test_node_records_name_the_same_servers_as_the_planned_records():
+    inventory = [{"name": "b", "model": "tiny-a", "port": 8001}, {"name": "q", "model": "qwen", "port": 8002}]
+    from_inventory = [gateway.server_ref(r, "node2") for r in gateway.node_records(inventory, MODELS)]
+    planned = [gateway.server_ref(r, "node2") for r in FLEET["node2"]["instances"]]
+    assert from_inventory == planned
+
+
+def test_models_list_is_openai_shaped():
+    body = gateway.models_list(gateway.backend_table(FLEET, "node1"))
+    assert body["object"] == "list"
+    assert [m["id"] for m in body["data"]] == ["Qwen/Qwen2.5-7B-Instruct", "tiny-a"]
+    assert all(m["object"] == "model" for m in body["data"])
+
+
+GOOD_KEYS = [{"name": "team-a", "key": "a" * 24, "rate_per_s": 10},
+             {"name": "team-b", "key": "b" * 24, "concurrent": 2}]
+
+
+def test_key_table_fills_no_limit_as_zero():
+    assert gateway.key_table(GOOD_KEYS) == [
+        {"name": "team-a", "key": "a" * 24, "rate_per_s": 10, "concurrent": 0},
+        {"name": "team-b", "key": "b" * 24, "rate_per_s": 0, "concurrent": 2},
+    ]
+
+
+@pytest.mark.parametrize("keys,expected", [
+    (GOOD_KEYS, []),
+    ([], ["vllm_gateway_keys: must be a non-empty list"]),
+    ("k", ["vllm_gateway_keys: must be a non-empty list"]),
+    ([{"name": "team a", "key": "a" * 24}], ["vllm_gateway_keys[0].name: 'team a' is not a key name"]),
+    ([{"name": "t", "key": "short"}], ["vllm_gateway_keys[0].key: the key of t is missing"]),
+    ([{"name": "t", "key": "a" * 24 + " x"}], ["vllm_gateway_keys[0].key: the key of t is missing"]),
+    ([GOOD_KEYS[0], {"name": "team-a", "key": "c" * 24}], ["vllm_gateway_keys[1].name: 'team-a' is used twice"]),
+    ([GOOD_KEYS[0], {"name": "x", "key": "a" * 24}], ["vllm_gateway_keys[1].key: x has the same key as team-a"]),
+    ([{"name": "t", "key": "a" * 24, "rate_per_s": "10"}], ["vllm_gateway_keys[0].rate_per_s: must be a whole number"]),
+    ([{"name": "t", "key": "a" * 24, "concurrent": -1}], ["vllm_gateway_keys[0].concurrent: must be a whole number"]),
+    ([{"name": "t", "key": "a" * 24, "concurrent": True}], ["vllm_gateway_keys[0].concurrent: must be a whole number"]),
+    ([{"name": "t", "key": "a" * 24, "rpm": 3}], ["vllm_gateway_keys[0]: unknown settings rpm"]),
+])
+def test_validate_keys(keys, expected):
+    errors = gateway.validate_keys(keys, host="gw")
+    assert len(errors) == len(expected), errors
+    for line, start in zip(errors, expected):
+        assert line.startswith("gw: " + start), line
+        assert "—" in line  # every problem says the fix
+
+
+def test_key_errors_never_quote_a_key():
+    secret = "s3cr3t-value-that-must-not-show"
+    errors = gateway.validate_keys([{"name": "t", "key": secret + " "}, {"name": "u", "key": secret, "rate_per_s": "x"}])
+    assert errors and not any(secret in e for e in errors)
+
+
+def test_validate_served_names():
+    assert gateway.validate_served_names(MODELS) == []
+    errors = gateway.validate_served_names({"m": {"path": "/m", "served_name": "it's"}}, host="h")
+    assert errors == [errors[0]] and errors[0].startswith("h: vllm_models.m.served_name: \"it's\" cannot be routed")
+
+
+def test_validate_gateway_names_the_missing_group_and_bad_limits():
+    ok = dict(enabled=True, group="vllm_gateway", groups={"vllm_gateway": ["gw"]}, keys=GOOD_KEYS,
+              max_body_bytes=262144, max_tokens=None, drain_timeout=300)
+    assert gateway.validate_gateway(**ok) == []
+    assert gateway.validate_gateway(**{**ok, "enabled": False, "keys": []}) == []
+    errors = gateway.validate_gateway(**{**ok, "groups": {"vllm_gateway": []}, "max_body_bytes": "1m",
+                                         "max_tokens": 0, "drain_timeout": -5}, host="gw")
+    assert [e.split(":")[1].strip() for e in errors] == [
+        "vllm_gateway_group", "vllm_gateway_max_body_bytes", "vllm_gateway_max_tokens", "vllm_gateway_drain_timeout"]
+
+
+def test_engine_key_mismatches_name_hosts_not_values():
+    errors = gateway.engine_key_mismatches({"node1": "k1", "node2": "k2"}, "k1")
+    assert len(errors) == 1 and errors[0].startswith("node2: vault_vllm_api_key differs")
+    assert "k1" not in errors[0] and "k2" not in errors[0]

@@ -1,0 +1,202 @@
+"""The fleet's front door: HAProxy's backend table, key table and checks, from every host's instance records.
+
+Pure functions over the instance records that `instances.build_instances` makes
+({name, unit, model: {name, path, served_name}, port, bind, ...}); the vllm_gateway role renders
+what these return and nothing else:
+
+    backend_table(fleet, gateway_host)  -> [{served_name, backend, servers: [{name, host, instance, address, port}]}]
+    models_list(table)                  -> the body of GET /v1/models
+    key_table(keys)                     -> [{name, key, rate_per_s, concurrent}] (0 = no limit)
+    validate_*(...)                     -> one line per problem: host, variable, problem, fix
+
+`fleet` is {host: {"instances": [records], "address": "10.0.0.5"}}: the address is where the gateway
+reaches an engine bound to 0.0.0.0 or :: on that host.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+WILDCARD = ("0.0.0.0", "::")
+# HAProxy's proxy and server names: letters, digits, '-', '_', '.', ':'.
+_HAPROXY_NAME = re.compile(r"[^A-Za-z0-9_.:-]")
+# A served name goes into a map file, a health-check body and a JSON document: keep it to what
+# model names use (OpenAI's, Hugging Face's "org/name", vLLM's), never quotes or whitespace.
+SERVED_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/+-]{0,127}$")
+KEY_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+# A key sits in a map file (whitespace splits its columns) and in an Authorization header.
+KEY_RE = re.compile(r"^[A-Za-z0-9._~+/=-]{16,256}$")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def haproxy_name(text: str) -> str:
+    """A HAProxy-safe name for `text`; a short hash keeps two names that clean up alike apart."""
+    clean = _HAPROXY_NAME.sub("_", text)
+    if clean != text:
+        clean += "-" + hashlib.sha1(text.encode()).hexdigest()[:6]
+    return clean
+
+
+def backend_name(served_name: str) -> str:
+    return "model_" + haproxy_name(served_name)
+
+
+def server_name(host: str, instance_name: str) -> str:
+    return haproxy_name(f"{host}__{instance_name}")
+
+
+def server_ref(record: dict[str, Any], host: str) -> str:
+    """`backend/server` of an instance, as the runtime API names it (`set server <ref> state drain`)."""
+    return f"{backend_name(record['model']['served_name'])}/{server_name(host, record['name'])}"
+
+
+def instance_address(record: dict[str, Any], host: str, host_address: str | None, gateway_host: str) -> str:
+    """Where `gateway_host` reaches the instance; ValueError (host, variable, fix) when it cannot."""
+    bind = str(record.get("bind", "127.0.0.1"))
+    if bind in LOOPBACK:
+        if host != gateway_host:
+            raise ValueError(
+                f"{host}: instance {record['name']} (bind {bind}) listens on loopback only, which the gateway on "
+                f"{gateway_host} cannot reach — bind it to {host}'s private address (vllm_instances[].bind or "
+                f"vllm_bind), or run the gateway on {host}")
+        return "127.0.0.1" if bind == "localhost" else bind
+    if bind in WILDCARD:
+        if host == gateway_host:
+            return "127.0.0.1" if bind == "0.0.0.0" else "::1"
+        if not host_address:
+            raise ValueError(
+                f"{host}: instance {record['name']} binds {bind} but the gateway does not know {host}'s address — "
+                f"set vllm_gateway_backend_address on {host}")
+        return str(host_address)
+    return bind
+
+
+def backend_table(fleet: dict[str, Any], gateway_host: str) -> list[dict[str, Any]]:
+    """One backend per served name, its servers every instance of the fleet that serves it (sorted: stable config)."""
+    by_model: dict[str, list[dict[str, Any]]] = {}
+    for host in sorted(fleet):
+        entry = fleet[host] or {}
+        for record in entry.get("instances") or []:
+            address = instance_address(record, host, entry.get("address"), gateway_host)
+            by_model.setdefault(record["model"]["served_name"], []).append({
+                "name": server_name(host, record["name"]),
+                "host": host,
+                "instance": record["name"],
+                "address": address,
+                "address_port": f"[{address}]:{record['port']}" if ":" in address else f"{address}:{record['port']}",
+                "port": record["port"],
+            })
+    return [{"served_name": served, "backend": backend_name(served), "servers": servers}
+            for served, servers in sorted(by_model.items())]
+
+
+def models_list(table: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the gateway answers to GET /v1/models: the fleet's served names, OpenAI's list shape."""
+    return {"object": "list",
+            "data": [{"id": b["served_name"], "object": "model", "created": 0, "owned_by": "vllm-deploy"} for b in table]}
+
+
+def key_table(keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Keys with their limits filled in (0 = no limit); call validate_keys first."""
+    return [{"name": k["name"], "key": k["key"], "rate_per_s": int(k.get("rate_per_s") or 0),
+             "concurrent": int(k.get("concurrent") or 0)} for k in keys]
+
+
+def validate_keys(keys: Any, host: str = "") -> list[str]:
+    """vllm_gateway_keys: [{name, key, rate_per_s?, concurrent?}] — never quotes a key in a message."""
+    where = f"{host}: " if host else ""
+    if not isinstance(keys, list) or not keys:
+        return [f"{where}vllm_gateway_keys: must be a non-empty list of {{name, key, rate_per_s, concurrent}} — "
+                "without a key nobody can use the gateway; add one per team, the key from the vault"]
+    errors: list[str] = []
+    names: set[str] = set()
+    secrets: dict[str, str] = {}
+    for i, entry in enumerate(keys):
+        var = f"vllm_gateway_keys[{i}]"
+        if not isinstance(entry, dict):
+            errors.append(f"{where}{var}: must be a mapping — give name, key and optionally rate_per_s, concurrent")
+            continue
+        name = entry.get("name")
+        if not isinstance(name, str) or not KEY_NAME_RE.match(name):
+            errors.append(f"{where}{var}.name: {name!r} is not a key name — use letters, digits, '.', '_' or '-' (e.g. team-search)")
+        elif name in names:
+            errors.append(f"{where}{var}.name: {name!r} is used twice — give each key its own name")
+        else:
+            names.add(name)
+        label = name if isinstance(name, str) else var
+        key = entry.get("key")
+        if not isinstance(key, str) or not KEY_RE.match(key):
+            errors.append(f"{where}{var}.key: the key of {label} is missing or not 16-256 characters of [A-Za-z0-9._~+/=-] — "
+                          "put a random value in the vault (e.g. `openssl rand -hex 24`) and reference it here")
+        elif key in secrets:
+            errors.append(f"{where}{var}.key: {label} has the same key as {secrets[key]} — give each key its own value")
+        else:
+            secrets[key] = label
+        for limit in ("rate_per_s", "concurrent"):
+            value = entry.get(limit)
+            if value is not None and (not _is_int(value) or value < 0):
+                errors.append(f"{where}{var}.{limit}: must be a whole number >= 0 (0 or absent: no limit), got {value!r} — "
+                              f"e.g. {limit}: {10 if limit == 'rate_per_s' else 4}")
+        unknown = sorted(set(entry) - {"name", "key", "rate_per_s", "concurrent"})
+        if unknown:
+            errors.append(f"{where}{var}: unknown settings {', '.join(unknown)} — a key takes name, key, rate_per_s, concurrent")
+    return errors
+
+
+def validate_served_names(models: Any, host: str = "") -> list[str]:
+    """Served names the gateway routes on must be plain model names (they go into a map file and a check body)."""
+    if not isinstance(models, dict):
+        return []
+    where = f"{host}: " if host else ""
+    errors = []
+    for mname, model in models.items():
+        served = (model or {}).get("served_name", mname) if isinstance(model, dict) else mname
+        if isinstance(served, str) and not SERVED_NAME_RE.match(served):
+            errors.append(f"{where}vllm_models.{mname}.served_name: {served!r} cannot be routed by the gateway — "
+                          "use letters, digits and . _ : / + - (e.g. qwen2.5-7b or Qwen/Qwen2.5-7B-Instruct)")
+    return errors
+
+
+def validate_gateway(*, enabled: bool, group: str, groups: dict[str, list[str]], keys: Any, max_body_bytes: Any,
+                     max_tokens: Any, drain_timeout: Any, host: str = "") -> list[str]:
+    """The gateway's own inputs: the group exists and has hosts, keys well formed, limits in range."""
+    if not enabled:
+        return []
+    where = f"{host}: " if host else ""
+    errors = []
+    if not groups.get(group):
+        errors.append(f"{where}vllm_gateway_group: group {group!r} has no hosts but vllm_gateway_enabled is true — "
+                      f"add the gateway host(s) to [{group}] in the inventory (it may be a GPU node), or set vllm_gateway_enabled: false")
+    errors += validate_keys(keys, host)
+    if not _is_int(max_body_bytes) or not 1024 <= max_body_bytes <= 64 * 1024 * 1024:
+        errors.append(f"{where}vllm_gateway_max_body_bytes: must be a whole number of bytes 1024-67108864, got {max_body_bytes!r} — "
+                      "e.g. 262144 (each connection buffers this much twice)")
+    if max_tokens is not None and (not _is_int(max_tokens) or max_tokens < 1):
+        errors.append(f"{where}vllm_gateway_max_tokens: must be a whole number >= 1 or null (no cap), got {max_tokens!r} — e.g. 4096")
+    if not _is_int(drain_timeout) or drain_timeout < 0:
+        errors.append(f"{where}vllm_gateway_drain_timeout: must be whole seconds >= 0, got {drain_timeout!r} — "
+                      "e.g. 300 (the longest generation you let finish before a restart)")
+    return errors
+
+
+def engine_key_mismatches(fleet_keys: dict[str, str], gateway_key: str) -> list[str]:
+    """Hosts whose engines expect another API key than the one the gateway adds (values never shown)."""
+    return [f"{host}: vault_vllm_api_key differs from the gateway's engine key (vllm_gateway_engine_key) — "
+            "give the fleet's engines one key, or set vllm_gateway_engine_key to it"
+            for host, key in sorted(fleet_keys.items()) if key != gateway_key]
+
+
+def node_records(vllm_instances: list[dict[str, Any]], vllm_models: dict[str, Any]) -> list[dict[str, Any]]:
+    """The part of each instance record the gateway names a server by, from the inventory alone
+    (rebuild-node.yml drains a node before its records are planned)."""
+    out = []
+    for inst in vllm_instances or []:
+        model = (vllm_models or {}).get(inst["model"]) or {}
+        out.append({"name": inst["name"], "model": {"name": inst["model"], "served_name": model.get("served_name", inst["model"])}})
+    return out
