@@ -16,7 +16,7 @@ NODE_IMAGE ?= vllm-deploy/node:bookworm
 # Molecule scenarios mount $(CURDIR)/.cache/wheelhouse; staging honours WHEELHOUSE.
 WHEELHOUSE ?= $(CURDIR)/.cache/wheelhouse
 export NODE_IMAGE WHEELHOUSE
-SCENARIOS ?= default resilience driver-upgrade compose gateway
+SCENARIOS ?= default resilience driver-upgrade compose gateway multinode
 # Throwaway venv (outside the repo) holding the pinned vLLM whose argument list is dumped.
 VLLM_ARGS_VENV ?= /var/tmp/vllm-args-venv
 STAGING   := -i inventory/staging/hosts.yml

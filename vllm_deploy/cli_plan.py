@@ -58,6 +58,18 @@ def _check_numbers(args: argparse.Namespace) -> None:
             hint = " (a fraction of total GPU memory, in (0, 1])" if dest == "gpu_memory_utilization" else ""
             raise UsageError(f"{flag} {text}: {problem}{hint}")
         setattr(args, dest, value)
+    nodes = getattr(args, "nodes", None)
+    if nodes is not None:
+        value = _parse_number(str(nodes), True)
+        if value is None or value < 1:
+            raise UsageError(f"--nodes {nodes!r}: must be a whole number >= 1")
+        args.nodes = value
+        if args.cpu_kv_space_gib is not None:
+            raise UsageError("--nodes plans GPUs across hosts; the CPU plan (--cpu-kv-space-gib) is per host")
+        total = args.tensor_parallel_size * args.pipeline_parallel_size
+        if total % value:
+            raise UsageError(f"--nodes {value}: TP {args.tensor_parallel_size} x PP {args.pipeline_parallel_size} = {total} GPUs "
+                             f"do not split evenly over {value} hosts (every host gives the same number of GPUs)")
     if args.vllm_version is not None and not _VERSION_RE.fullmatch(args.vllm_version.strip()):
         raise UsageError(f"--vllm-version {args.vllm_version!r}: not a vLLM version; give X.Y.Z, e.g. 0.19.0")
 
@@ -71,6 +83,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-gpus", default=None, help="GPUs given to the instance")
     parser.add_argument("--tensor-parallel-size", "-tp", default="1")
     parser.add_argument("--pipeline-parallel-size", "-pp", default="1")
+    parser.add_argument("--nodes", default=None,
+                        help="hosts one multi-node instance spans (TP inside a host, PP across hosts; TP x PP GPUs in all)")
     parser.add_argument("--gpu-memory-utilization", default=None,
                         help="fraction of total GPU memory (default: vLLM's, 0.9 or 0.92 from v0.21)")
     parser.add_argument("--max-model-len", default=None)
@@ -156,7 +170,13 @@ def run(args: argparse.Namespace) -> int:
     except PlanError as exc:
         raise UsageError(str(exc)) from None
     d = p.to_dict()
-    print(json.dumps(d, indent=2) if args.json else _table(d))
+    text = None if args.json else _table(d)
+    if getattr(args, "nodes", None):
+        total = args.tensor_parallel_size * args.pipeline_parallel_size
+        d["nodes"] = {"hosts": args.nodes, "gpus_per_host": total // args.nodes, "gpus": total}
+        text = text and (f"one instance across {args.nodes} hosts x {total // args.nodes} GPUs = {total} GPUs "
+                         f"(TP {args.tensor_parallel_size} x PP {args.pipeline_parallel_size}; per-GPU figures below)\n" + text)
+    print(json.dumps(d, indent=2) if args.json else text)
     return 0 if p.fits else 1
 
 

@@ -37,7 +37,7 @@ CATEGORIES = (
     "cuda_oom_after_kv", "cuda_oom_runtime", "cuda_oom", "tp_not_divisible", "max_len_over_model_limit",
     "driver_mismatch_or_no_driver", "nccl_error", "shm_too_small", "port_in_use",
     "model_not_found_or_auth", "trust_remote_code_required", "unsupported_dtype_or_gpu", "model_not_supported",
-    "unknown",
+    "lost_rank", "unknown",
 )
 # Where the engine was when it failed, in start-up order; "unknown" when the log does not say.
 PHASES = ("init", "model_loading", "profile_run", "kv_cache_allocation", "graph_capture", "sampler_warmup",
@@ -201,6 +201,10 @@ RULES: list[_Rule] = [
           r"failed\s+to\s+extend\s+/dev/shm|creating\s+shared\s+memory\s+segment\s+(?:/dev/shm|nccl-)|"
           r"posix_fallocate\s+failed\s*:\s*No\s+space\s+left|"
           r"unable\s+to\s+(?:write\s+to\s+file|open\s+shared\s+memory\s+object)\s+</torch_[^>]*>|insufficient\s+shared\s+memory\s*\(shm\)|\bBus\s+error\b"),
+    # A peer rank of a multi-node instance went away (Gloo's own words, seen on the CPU build when the
+    # headless rank was killed: tests/fixtures/calibration/vllm-failures/37-*): before NCCL's rules.
+    _rule("lost_rank", r"Connection\s+closed\s+by\s+peer\s+\[(?P<peer>[0-9A-Fa-f.:]+)\]:\d+"),
+    _rule("lost_rank", r"Read\s+error\s+\[(?P<peer>[0-9A-Fa-f.:]+)\]:\d+:\s+Connection\s+reset\s+by\s+peer"),
     _rule("nccl_error",
           r"NCCL\s+error|ncclInternalError|ncclUnhandledCudaError|ncclSystemError|ncclInvalidUsage|ncclRemoteError|"
           r"ncclInvalidArgument|DistBackendError|Watchdog\s+caught\s+collective\s+operation\s+timeout|"
@@ -598,6 +602,12 @@ def _fix(category: str, f: dict, where: str = "", kind: str = "") -> tuple[str, 
                          "after a driver upgrade reboot (driver/library mismatch); a driver too old for the "
                          "torch wheel's CUDA needs a newer driver branch or a torch build for an older CUDA "
                          "(vllm-deploy's compat gate checks this).")
+    if category == "lost_rank":
+        peer = f" at {f['peer']}" if f.get("peer") else ""
+        return (f"A peer rank of this multi-node instance went away (its connection{peer} closed); rank 0 stays up but "
+                "every request hangs",
+                "Bring the lost rank's host and unit back, then restart every rank of the instance, rank 0 last (the "
+                "ranks meet only at start): vllm-deploy's rank watch on rank 0 does this, or run deploy.yml.")
     if category == "nccl_error":
         summary, first = {
             "p2p": ("NCCL (multi-GPU communication) failed: peer-to-peer access between the GPUs is not supported",
@@ -706,7 +716,7 @@ def _diagnose(text) -> Diagnosis:
     figures.update({k: _num(v) for k, v in m.groupdict().items()
                     if v is not None and re.fullmatch(r"-?[\d.,]+", v) and _num(v) is not None})
     figures.update({k: v for k, v in m.groupdict().items()
-                    if v is not None and k in ("gpu_name", "quantization", "model_type")})
+                    if v is not None and k in ("gpu_name", "quantization", "model_type", "peer")})
     category, where, kind = rule.category, "", rule.kind
     if category == "unsupported_dtype_or_gpu" and re.search(r"no\s+kernel\s+image", m.group(0), re.I):
         kind = "kernel"

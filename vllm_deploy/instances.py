@@ -51,7 +51,11 @@ RESERVED_FLAGS = {
     "port": "set `port` on the instance",
     "api_key": "put the key in vault_vllm_api_key (it is passed through a 0600 environment file)",
     "config": "put the arguments under `flags` (a config file would override host, port and the API key unseen)",
-    "headless": "a headless engine serves no API for the deploy's gate; run it outside vllm-deploy",
+    "headless": "a headless rank serves no API of its own: declare the instance under vllm_multinode_instances (its hosts after the first run headless)",
+    "nnodes": "an instance across hosts is declared under vllm_multinode_instances (the deploy sets --nnodes)",
+    "node_rank": "an instance across hosts is declared under vllm_multinode_instances (the deploy sets --node-rank)",
+    "master_addr": "an instance across hosts is declared under vllm_multinode_instances (set master_addr there)",
+    "master_port": "an instance across hosts is declared under vllm_multinode_instances (set master_port there)",
     "hf_token": "put it in vault_hf_token (it reaches the node only in the 0600 environment file, not the command line)",
     "uds": "the deploy serves and gates each instance on bind:port; remove it",
 }

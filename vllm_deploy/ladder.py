@@ -20,7 +20,8 @@ ACTIONS = {
     "tp_not_divisible": "refuse", "max_len_over_model_limit": "refuse", "driver_mismatch_or_no_driver": "refuse",
     "nccl_error": "rollback", "shm_too_small": "rollback", "port_in_use": "rollback",
     "model_not_found_or_auth": "rollback", "trust_remote_code_required": "rollback",
-    "unsupported_dtype_or_gpu": "rollback", "model_not_supported": "rollback", "unknown": "rollback",
+    "unsupported_dtype_or_gpu": "rollback", "model_not_supported": "rollback", "lost_rank": "rollback",
+    "unknown": "rollback",
 }
 ACTION_TEXT = {
     "ladder": ("degrade ladder when vllm_serve_auto_degrade is on (max_model_len, max_num_seqs, "

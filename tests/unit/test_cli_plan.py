@@ -56,3 +56,23 @@ def test_cpu_backend(tmp_path, capsys):
     rc = main(["plan", "--model", str(tmp_path), "--cpu-kv-space-gib", "1", "--max-model-len", "131072", "--json"])
     d = json.loads(capsys.readouterr().out)
     assert rc == 1 and d["max_model_len_fit"] == 65408
+
+
+def test_one_instance_across_nodes_is_planned_per_gpu_and_named_with_its_hosts(tmp_path, capsys):
+    """Qwen3-14B's bf16 weights (~28 GiB) do not fit one 24 GiB card; split TP 2 (inside a host) x PP 2
+    (across two hosts), each GPU holds a quarter and the plan fits."""
+    shutil.copy(model_config_path("Qwen__Qwen3-14B"), tmp_path / "config.json")
+    base = ["plan", "--model", str(tmp_path), "--gpu", "NVIDIA GeForce RTX 4090", "--max-model-len", "8192"]
+    assert main(base) == 1
+    capsys.readouterr()
+    rc = main(base + ["-tp", "2", "-pp", "2", "--nodes", "2", "--json"])
+    d = json.loads(capsys.readouterr().out)
+    assert rc == 0 and d["fits"] and d["nodes"] == {"hosts": 2, "gpus_per_host": 2, "gpus": 4}
+    assert d["tensor_parallel_size"] == 2 and d["pipeline_parallel_size"] == 2
+    assert main(base + ["-tp", "2", "-pp", "2", "--nodes", "2"]) == 0
+    assert capsys.readouterr().out.startswith("one instance across 2 hosts x 2 GPUs = 4 GPUs (TP 2 x PP 2")
+
+
+def test_gpus_that_do_not_split_over_the_nodes_exit_2(llama_dir, capsys):
+    assert main(["plan", "--model", llama_dir, "--gpu-memory-gib", "79.19", "-tp", "3", "--nodes", "2"]) == 2
+    assert "do not split evenly over 2 hosts" in capsys.readouterr().err
