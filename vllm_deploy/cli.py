@@ -11,6 +11,7 @@ COMMANDS = {
     "plan": "vllm_deploy.cli_plan",
     "diagnose": "vllm_deploy.cli_diagnose",
     "gpus": "vllm_deploy.cli_gpus",
+    "bench-report": "vllm_deploy.cli_bench",
 }
 
 

@@ -37,7 +37,7 @@ CATEGORIES = (
     "cuda_oom_after_kv", "cuda_oom_runtime", "cuda_oom", "tp_not_divisible", "max_len_over_model_limit",
     "driver_mismatch_or_no_driver", "nccl_error", "shm_too_small", "port_in_use",
     "model_not_found_or_auth", "trust_remote_code_required", "unsupported_dtype_or_gpu", "model_not_supported",
-    "lost_rank", "unknown",
+    "lost_rank", "config_rejected", "unknown",
 )
 # Where the engine was when it failed, in start-up order; "unknown" when the log does not say.
 PHASES = ("init", "model_loading", "profile_run", "kv_cache_allocation", "graph_capture", "sampler_warmup",
@@ -255,6 +255,14 @@ RULES: list[_Rule] = [
           r"\b\w+\s+is\s+not\s+supported\s+for\s+quantization\s+method|"
           r"(?:dtype|data\s+type)\s+\S+\s+is\s+not\s+supported\s+(?:on|by|for)\s+(?:this|the\s+current)\s+(?:GPU|device|platform)"),
     _rule("unsupported_dtype_or_gpu", r"_check_if_gpu_supports_dtype|check_if_supports_dtype", tier=1, kind="frame"),
+    # A combination of arguments one of vLLM's config classes refuses at start, in pydantic's words
+    # ("1 validation error for SchedulerConfig / Value error, max_num_batched_tokens (4) must be greater
+    # than or equal to max_num_seqs (8)."), or as a bare ValueError from the same check. Weak: a
+    # category above that names the same refusal more precisely (max_len_over_model_limit) wins.
+    _rule("config_rejected",
+          r"validation\s+error\s+for\s+(?P<config>\w*Config)\s+(?:[\w.]+\s+)?Value\s+error,\s*(?P<message>[^\n\[]+)", tier=1),
+    _rule("config_rejected",
+          r"ValueError:\s*(?P<message>(?:max_num_batched_tokens|max_num_seqs|max_num_active_seqs)\s*\(\d+\)[^\n]+)", tier=1),
 ]
 
 # Start-up milestones in the order vLLM reaches them (V0 and V1 wordings): (name the log reached, the phase
@@ -312,7 +320,7 @@ _FRAME_LINE_RE = re.compile(r'^[ \t]*File\s+"[^"\n]*",\s+line\s+\d+,\s+in\s+\S+|
 _CATEGORY_PHASES = {
     "kv_cache_too_small": "kv_cache_allocation", "no_kv_memory": "kv_cache_allocation",
     "tp_not_divisible": "init", "max_len_over_model_limit": "init", "trust_remote_code_required": "init",
-    "model_not_found_or_auth": "init", "model_not_supported": "init",
+    "model_not_found_or_auth": "init", "model_not_supported": "init", "config_rejected": "init",
 }
 _OOM_CATEGORY = {
     "init": ("cuda_oom_weights", "GPU initialisation, before the weights"),
@@ -673,6 +681,12 @@ def _fix(category: str, f: dict, where: str = "", kind: str = "") -> tuple[str, 
         return summary, ("For bfloat16 on GPUs below compute capability 8.0 (V100, T4, 20xx) use --dtype half; "
                          "for an unsupported quantization pick one the GPU supports; 'no kernel image' means the "
                          "torch/vLLM build lacks this GPU's architecture (Blackwell needs a CUDA ≥12.8 build).")
+    if category == "config_rejected":
+        where = f" ({f['config']})" if f.get("config") else ""
+        return (f"vLLM refused its configuration{where}: {f.get('message', '').rstrip('.')}",
+                "Change the flags the message names (vLLM checks this combination at start; the planner does not "
+                "model it), e.g. max_num_batched_tokens at least max_num_seqs and, without chunked prefill, "
+                "at least max_model_len.")
     return "", ""
 
 
@@ -715,8 +729,8 @@ def _diagnose(text) -> Diagnosis:
     figures = _context_figures(norm, pos)
     figures.update({k: _num(v) for k, v in m.groupdict().items()
                     if v is not None and re.fullmatch(r"-?[\d.,]+", v) and _num(v) is not None})
-    figures.update({k: v for k, v in m.groupdict().items()
-                    if v is not None and k in ("gpu_name", "quantization", "model_type", "peer")})
+    figures.update({k: v.strip() for k, v in m.groupdict().items()
+                    if v is not None and k in ("gpu_name", "quantization", "model_type", "peer", "config", "message")})
     category, where, kind = rule.category, "", rule.kind
     if category == "unsupported_dtype_or_gpu" and re.search(r"no\s+kernel\s+image", m.group(0), re.I):
         kind = "kernel"

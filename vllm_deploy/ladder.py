@@ -21,6 +21,7 @@ ACTIONS = {
     "nccl_error": "rollback", "shm_too_small": "rollback", "port_in_use": "rollback",
     "model_not_found_or_auth": "rollback", "trust_remote_code_required": "rollback",
     "unsupported_dtype_or_gpu": "rollback", "model_not_supported": "rollback", "lost_rank": "rollback",
+    "config_rejected": "rollback",
     "unknown": "rollback",
 }
 ACTION_TEXT = {

@@ -639,6 +639,45 @@ def vllm_unit_show(text):
     return multinode.parse_show(text or "")
 
 
+@_filter
+def vllm_bench_argv(record, python, launcher, config_dir, settings, result_dir):
+    """An instance record + the vllm_bench_* settings → the node-side argv of its benchmark sweep."""
+    from vllm_deploy import bench
+
+    _expect(record, (dict,), "the instance record")
+    _expect(settings, (dict,), "the bench settings")
+    return bench.bench_argv(record, python, launcher, config_dir, settings, result_dir)
+
+
+@_filter
+def vllm_bench_progress(lines):
+    """The launcher's JSON lines (parsed) → one progress line."""
+    from vllm_deploy import bench
+
+    _expect(lines, (list,), "the sweep lines")
+    return bench.progress_line(lines)
+
+
+@_filter
+def vllm_tune_candidates(flags, candidates):
+    """The instance's current flags + vllm_bench_tune_candidates → the tuned flags of each trial."""
+    from vllm_deploy import bench
+
+    _expect(flags, (dict,), "the instance's flags")
+    _expect(candidates, (dict,), "vllm_bench_tune_candidates")
+    return bench.candidate_flags(flags, candidates)
+
+
+@_filter
+def vllm_tuned_instances(vllm_instances, name, tuned):
+    """vllm_instances with the tuned flags pinned on instance `name`."""
+    from vllm_deploy import bench
+
+    _expect(vllm_instances, (list,), "vllm_instances")
+    _expect(tuned, (dict,), "the tuned flags")
+    return bench.tuned_instances(vllm_instances, str(name), tuned)
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -687,7 +726,6 @@ class FilterModule:
             "vllm_dpkg_query_argv": vllm_dpkg_query_argv,
             "vllm_dpkg_installed_version": vllm_dpkg_installed_version,
             "vllm_torch_matches": vllm_torch_matches,
-<<<<<<< ours
             "vllm_gateway_backends": vllm_gateway_backends,
             "vllm_gateway_engine_key_errors": vllm_gateway_engine_key_errors,
             "vllm_gateway_models_list": vllm_gateway_models_list,
@@ -696,7 +734,6 @@ class FilterModule:
             "vllm_gateway_node_records": vllm_gateway_node_records,
             "vllm_gateway_served_name_errors": vllm_gateway_served_name_errors,
             "vllm_gateway_errors": vllm_gateway_errors,
-=======
             "vllm_multinode_errors": vllm_multinode_errors,
             "vllm_build_ranks": vllm_build_ranks,
             "vllm_argv_problems": vllm_argv_problems,
@@ -706,5 +743,8 @@ class FilterModule:
             "vllm_rank_fingerprint_problems": vllm_rank_fingerprint_problems,
             "vllm_rank_watch_argv": vllm_rank_watch_argv,
             "vllm_unit_show": vllm_unit_show,
->>>>>>> theirs
+            "vllm_bench_argv": vllm_bench_argv,
+            "vllm_bench_progress": vllm_bench_progress,
+            "vllm_tune_candidates": vllm_tune_candidates,
+            "vllm_tuned_instances": vllm_tuned_instances,
         }

@@ -366,3 +366,31 @@ def test_cli_gpus_reads_csv_from_stdin():
     proc = _cli("gpus", "--json", stdin=b"0, GPU-a, NVIDIA L4, 23034, 70, 22964, 525.125.06\n")
     facts = json.loads(proc.stdout)
     assert proc.returncode == 0 and facts["gpu_count"] == 1 and facts["gpus"][0]["memory_free_mib"] == 22964
+
+
+# vLLM 0.32's SchedulerConfig.verify_max_model_len (vllm/config/scheduler.py), raised while the config is
+# validated, so pydantic wraps it the way the real ModelConfig fixture (25-...-pydantic.log) shows.
+SCHEDULER_REFUSAL = "\n".join([
+    "(APIServer pid=2301) pydantic_core._pydantic_core.ValidationError: 1 validation error for SchedulerConfig",
+    "(APIServer pid=2301)   Value error, max_num_batched_tokens (4) must be greater than or equal to max_num_seqs (8). "
+    "[type=value_error, input_value=ArgsKwargs((), {'runner_type': 'generate'}), input_type=ArgsKwargs]",
+])
+
+
+@pytest.mark.parametrize("log", [
+    SCHEDULER_REFUSAL,
+    "ValueError: max_num_batched_tokens (4) must be greater than or equal to max_num_seqs (8).",
+])
+def test_a_flag_combination_vllm_refuses_is_quoted(log):
+    r = diagnose(log)
+    assert r.category == "config_rejected"
+    assert "max_num_batched_tokens (4) must be greater than or equal to max_num_seqs (8)" in r.summary
+    assert "\n" not in r.summary and "max_num_batched_tokens at least max_num_seqs" in r.fix
+
+
+def test_a_precise_category_wins_over_config_rejected():
+    """The max-model-len refusal is also a pydantic 'Value error': its own category names the fix."""
+    log = ("pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig\n"
+           "  Value error, User-specified max_model_len (513) is greater than the derived max_model_len "
+           "(max_position_embeddings=512 or model_max_length=None in model's config.json).")
+    assert diagnose(log).category == "max_len_over_model_limit"
