@@ -7,18 +7,15 @@ stand-in, the role runs read-only commands."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import STANDIN_DIR, calibration_dir
+from conftest import STANDIN_DIR, calibration_dir, run_playbook
 
-REPO = Path(__file__).resolve().parents[2]
 PLAYBOOK = """\
 - name: GPU facts only
   hosts: all
@@ -39,24 +36,15 @@ def run_role(tmp_path, dataset, instances_):
     shutil.copy(STANDIN_DIR / "nvidia-smi", bin_dir / "nvidia-smi")
     (bin_dir / "nvidia-smi").chmod(0o755)
     (tmp_path / "fixture").write_text(dataset + "\n")
-    (tmp_path / "play.yml").write_text(PLAYBOOK)
     extra = {"vllm_models": {"qwen": {"path": "/srv/models/qwen"}}, "vllm_instances": instances_,
              "facts_out": str(tmp_path / "facts.json"), "ansible_python_interpreter": sys.executable}
-    (tmp_path / "extra.json").write_text(json.dumps(extra))
-    # This checkout's roles and filters: its own collection link first (an installed vllm_deploy.fleet in
-    # ~/.ansible would otherwise answer for it), its package on the filters' import path.
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_COLLECTIONS_PATH=str(REPO / "collections"),
-               PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-               PATH=f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin",
-               NVIDIA_SMI_STANDIN_FIXTURE=str(tmp_path / "fixture"),
-               NVIDIA_SMI_STANDIN_DATA=str(STANDIN_DIR / "data"))
-    run = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "node1,", "-c", "local",
-                          str(tmp_path / "play.yml"), "-e", f"@{tmp_path / 'extra.json'}"],
-                         cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-    out = " ".join((run.stdout + run.stderr).split())
+    # nvidia-smi on the PATH is the stand-in, replaying the dataset.
+    rc, out = run_playbook(PLAYBOOK, tmp_path=tmp_path, extra_vars=extra, env={
+        "PATH": f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin",
+        "NVIDIA_SMI_STANDIN_FIXTURE": str(tmp_path / "fixture"),
+        "NVIDIA_SMI_STANDIN_DATA": str(STANDIN_DIR / "data")})
     facts = json.loads((tmp_path / "facts.json").read_text()) if (tmp_path / "facts.json").exists() else None
-    return run.returncode, out, facts
+    return rc, out, facts
 
 
 def _list_meta(name):
