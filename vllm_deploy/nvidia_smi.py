@@ -21,6 +21,9 @@ QUERY_APPS_FIELDS = ("pid", "process_name", "used_memory", "gpu_uuid")
 # the alert rules read. The collector is handed these fields with the argv (query_fields()).
 QUERY_METRICS_FIELDS = ("index", "uuid", "name", "memory.total", "memory.used", "utilization.gpu",
                         "temperature.gpu", "power.draw", "driver_version")
+# The query's fields before mig.mode.current: output saved from it (`vllm-deploy gpus` reads saved
+# output) still parses, without the MIG mode.
+_QUERY_GPU_FIELDS_BEFORE_MIG = QUERY_GPU_FIELDS[:-1]
 CSV_FORMAT = "--format=csv,noheader,nounits"
 QUERIES = {"gpus": ("--query-gpu", QUERY_GPU_FIELDS), "compute-apps": ("--query-compute-apps", QUERY_APPS_FIELDS),
            "metrics": ("--query-gpu", QUERY_METRICS_FIELDS)}
@@ -140,14 +143,18 @@ def _parse_csv(text: str, default_fields: tuple[str, ...], aliases: dict) -> tup
 def parse_query_gpu(text: str) -> list[dict]:
     """Parse `nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]` output.
 
-    Without a header the fields are taken to be QUERY_GPU_FIELDS in that order (what the role runs);
-    with a header the columns are mapped by name, so any field order and extra fields work.
-    Returns one dict per GPU with keys index, uuid, name, memory_total_mib, memory_used_mib,
-    memory_free_mib (int or None), driver_version and mig_mode ("Enabled", "Disabled"); absent or N/A
-    values are None. When the output
-    has no index column, GPUs are numbered in output order (nvidia-smi lists them by index).
+    Without a header the fields are taken to be QUERY_GPU_FIELDS in that order (what the role runs), or
+    those before mig.mode.current when every row has one field less; with a header the columns are
+    mapped by name, so any field order and extra fields work. Returns one dict per GPU with keys index,
+    uuid, name, memory_total_mib, memory_used_mib, memory_free_mib (int or None), driver_version and
+    mig_mode ("Enabled", "Disabled"); absent or N/A values are None. When the output has no index
+    column, GPUs are numbered in output order (nvidia-smi lists them by index).
     """
-    columns, rows = _parse_csv(text, QUERY_GPU_FIELDS, _GPU_FIELD_ALIASES)
+    fields = QUERY_GPU_FIELDS
+    lines = _content_lines(text)
+    if lines and all(len(line.split(",")) == len(_QUERY_GPU_FIELDS_BEFORE_MIG) for line in lines):
+        fields = _QUERY_GPU_FIELDS_BEFORE_MIG
+    columns, rows = _parse_csv(text, fields, _GPU_FIELD_ALIASES)
     gpus = []
     for position, cells in enumerate(rows):
         gpu: dict = {"index": None, "uuid": None, "name": None, "memory_total_mib": None,

@@ -113,6 +113,13 @@ def test_header_maps_any_order_and_na_fields():
     assert gpu["driver_version"] == "535.183.01"
 
 
+def test_output_saved_from_the_query_before_mig_mode_still_parses():
+    (gpu,) = parse_query_gpu("3, GPU-abc, NVIDIA L4, 23034, 10, 23024, 550.54.15\n")
+    assert (gpu["index"], gpu["memory_free_mib"], gpu["driver_version"], gpu["mig_mode"]) == (3, 23024, "550.54.15", None)
+    with pytest.raises(NvidiaSmiParseError, match="expected 8"):
+        parse_query_gpu("3, GPU-abc, NVIDIA L4, 23034, 10, 23024, 550.54.15, [N/A]\n4, GPU-b, NVIDIA L4, 23034, 10, 23024, 550.54.15\n")
+
+
 def test_wrong_field_count_is_an_error_not_a_silent_drop():
     with pytest.raises(NvidiaSmiParseError):
         parse_query_gpu("0, GPU-x, NVIDIA L4, 23034\n")
