@@ -11,13 +11,19 @@ import re
 
 # The CSV queries the roles run (gpu_facts, vllm_preflight, nvidia_driver's verify) through
 # query_argv() / the vllm_nvidia_smi_argv filter. No header: the parsers below read the columns in
-# exactly these orders, so the fields are spelled here and nowhere else.
-QUERY_GPU_FIELDS = ("index", "uuid", "name", "memory.total", "memory.used", "memory.free", "driver_version")
+# exactly these orders, so the fields are spelled here and nowhere else. mig.mode.current ("Enabled",
+# "Disabled", "[N/A]" on a GPU without MIG: captures 43- and 20-) lets gpu_facts skip -L and the table,
+# which only a node with a GPU in MIG mode needs.
+QUERY_GPU_FIELDS = ("index", "uuid", "name", "memory.total", "memory.used", "memory.free", "driver_version",
+                    "mig.mode.current")
 QUERY_APPS_FIELDS = ("pid", "process_name", "used_memory", "gpu_uuid")
 # The GPU collector's query (roles/vllm_monitoring/files/vllm-gpu-metrics): what the seeds log and
 # the alert rules read. The collector is handed these fields with the argv (query_fields()).
 QUERY_METRICS_FIELDS = ("index", "uuid", "name", "memory.total", "memory.used", "utilization.gpu",
                         "temperature.gpu", "power.draw", "driver_version")
+# The query's fields before mig.mode.current: output saved from it (`vllm-deploy gpus` reads saved
+# output) still parses, without the MIG mode.
+_QUERY_GPU_FIELDS_BEFORE_MIG = QUERY_GPU_FIELDS[:-1]
 CSV_FORMAT = "--format=csv,noheader,nounits"
 QUERIES = {"gpus": ("--query-gpu", QUERY_GPU_FIELDS), "compute-apps": ("--query-compute-apps", QUERY_APPS_FIELDS),
            "metrics": ("--query-gpu", QUERY_METRICS_FIELDS)}
@@ -58,6 +64,7 @@ _GPU_FIELD_ALIASES = {
     "memory.used": "memory_used_mib",
     "memory.free": "memory_free_mib",
     "driver_version": "driver_version",
+    "mig.mode.current": "mig_mode",
 }
 _APP_FIELD_ALIASES = {
     "pid": "pid",
@@ -136,17 +143,22 @@ def _parse_csv(text: str, default_fields: tuple[str, ...], aliases: dict) -> tup
 def parse_query_gpu(text: str) -> list[dict]:
     """Parse `nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]` output.
 
-    Without a header the fields are taken to be QUERY_GPU_FIELDS in that order (what the role runs);
-    with a header the columns are mapped by name, so any field order and extra fields work.
-    Returns one dict per GPU with keys index, uuid, name, memory_total_mib, memory_used_mib,
-    memory_free_mib (int or None) and driver_version; absent or N/A values are None. When the output
-    has no index column, GPUs are numbered in output order (nvidia-smi lists them by index).
+    Without a header the fields are taken to be QUERY_GPU_FIELDS in that order (what the role runs), or
+    those before mig.mode.current when every row has one field less; with a header the columns are
+    mapped by name, so any field order and extra fields work. Returns one dict per GPU with keys index,
+    uuid, name, memory_total_mib, memory_used_mib, memory_free_mib (int or None), driver_version and
+    mig_mode ("Enabled", "Disabled"); absent or N/A values are None. When the output has no index
+    column, GPUs are numbered in output order (nvidia-smi lists them by index).
     """
-    columns, rows = _parse_csv(text, QUERY_GPU_FIELDS, _GPU_FIELD_ALIASES)
+    fields = QUERY_GPU_FIELDS
+    lines = _content_lines(text)
+    if lines and all(len(line.split(",")) == len(_QUERY_GPU_FIELDS_BEFORE_MIG) for line in lines):
+        fields = _QUERY_GPU_FIELDS_BEFORE_MIG
+    columns, rows = _parse_csv(text, fields, _GPU_FIELD_ALIASES)
     gpus = []
     for position, cells in enumerate(rows):
         gpu: dict = {"index": None, "uuid": None, "name": None, "memory_total_mib": None,
-                     "memory_used_mib": None, "memory_free_mib": None, "driver_version": None}
+                     "memory_used_mib": None, "memory_free_mib": None, "driver_version": None, "mig_mode": None}
         for column, raw in zip(columns, cells):
             key = _GPU_FIELD_ALIASES.get(column)
             if key is None:
@@ -403,6 +415,11 @@ _FAILURES = (
      re.compile(r"Insufficient Permissions|Permission denied", re.I),
      "nvidia-smi lacks permission to open the GPU devices.",
      "Run as root or give the user access to /dev/nvidia* (video group / udev rule)."),
+    ("query_field_unknown",
+     re.compile(r"is not a valid field to query", re.I),
+     f"nvidia-smi does not know a field of the role's query ({QUERY_GPU_COMMAND}): the loaded driver is "
+     "older than the query.",
+     "Install the pinned driver (nvidia_driver_install: true, pin in versions.yaml) and run the deploy again."),
     ("not_installed",
      re.compile(r"nvidia-smi: (command )?not found|No such file or directory", re.I),
      "nvidia-smi is not installed (no NVIDIA driver user-space on this node).",
@@ -417,6 +434,7 @@ EXIT_CODES = {
     "nvml_library_not_found": 12,          # NVML_ERROR_LIBRARY_NOT_FOUND
     "permission_denied": 4,                # NVML_ERROR_NO_PERMISSION
     "nvml_unknown_error": 255,             # "Other error or internal driver error"
+    "query_field_unknown": 2,              # "A supplied argument or flag is invalid"
     "not_installed": 127,                  # the shell: command not found
 }
 
@@ -448,7 +466,7 @@ def parse_any(text: str) -> list[dict]:
             "memory_free_mib": (g["memory_total_mib"] - g["memory_used_mib"]
                                 if g["memory_total_mib"] is not None and g["memory_used_mib"] is not None
                                 else None),
-            "driver_version": table["driver_version"],
+            "driver_version": table["driver_version"], "mig_mode": g["mig_mode"],
         } for g in table["gpus"]]
     return parse_query_gpu(text)
 
@@ -461,7 +479,9 @@ def gpu_facts(stdout: str, stderr: str, rc: int, present: bool, list_stdout: str
     present=False (no nvidia-smi on the node) → a CPU node, no error. nvidia-smi present but failing
     (or printing something unparseable or self-contradictory) → CPU profile with `error` set; the role
     decides if fatal. `mig_devices` lists the MIG devices (mig_devices()), `mig_gpus` the indexes of
-    the GPUs in MIG mode (whole-GPU pins on them are refused: CUDA sees only their MIG devices).
+    the GPUs in MIG mode, by the query's mig.mode.current or the table (whole-GPU pins on them are
+    refused: CUDA sees only their MIG devices). With mig_gpus empty from the query alone, -L and the
+    table have nothing to add: the role runs them only on a node with a GPU in MIG mode.
     """
     facts = {"gpu_count": 0, "gpus": [], "driver_version": None, "profile": "cpu", "error": None,
              "mig_devices": [], "mig_gpus": []}
@@ -492,7 +512,7 @@ def gpu_facts(stdout: str, stderr: str, rc: int, present: bool, list_stdout: str
                           "fix": _FAILURES[4][3]}
         return facts
     drivers = {g["driver_version"] for g in gpus if g["driver_version"]}
-    mig_gpus = sorted({g["index"] for g in table_gpus if g.get("mig_mode") == "Enabled"}
+    mig_gpus = sorted({g["index"] for g in [*gpus, *table_gpus] if g.get("mig_mode") == "Enabled"}
                       | {d["gpu_index"] for d in migs})
     facts.update(gpu_count=len(gpus), gpus=gpus, profile="gpu",
                  driver_version=sorted(drivers)[0] if drivers else None, mig_devices=migs, mig_gpus=mig_gpus)

@@ -1,7 +1,11 @@
-"""Shared test helpers: where the real captured inputs live."""
+"""Shared test helpers: where the real captured inputs live, and how a test runs a real playbook."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,3 +45,48 @@ def calibration_files(name: str, pattern: str) -> list[str]:
     if not names:
         raise MissingFixture(f"no fixture matches {CALIBRATION / name / pattern}")
     return names
+
+
+def run_playbook(play: str | Path, *args: str, tmp_path: Path, inventory: str | Path = "node1,",
+                 connection: str | None = "local", extra_vars: dict | None = None, env: dict | None = None,
+                 timeout: int = 300) -> tuple[int, str]:
+    """Run the real ansible-playbook with this checkout's ansible.cfg, collection, roles and package.
+
+    play: the playbook's text (written to tmp_path/play.yml) or the path of one. args go to the command
+    line as given (`-e name=false` stays a string, as an operator's does); extra_vars are passed as JSON
+    (`-e @file`), keeping their types. inventory: a host list ("node1,") or an inventory file.
+    connection: `-c`, or None to leave it to the inventory. env: added to (or replacing) the
+    environment. Returns (return code, stdout and stderr in one line, whitespace collapsed: Ansible
+    wraps long messages, and a test asserts each message whole).
+    """
+    if isinstance(play, Path):
+        play_path = play
+    else:
+        play_path = tmp_path / "play.yml"
+        play_path.write_text(play)
+    argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory)]
+    if connection is not None:
+        argv += ["-c", connection]
+    argv.append(str(play_path))
+    if extra_vars is not None:
+        extra_file = tmp_path / "extra-vars.json"
+        extra_file.write_text(json.dumps(extra_vars))
+        argv += ["-e", f"@{extra_file}"]
+    argv += list(args)
+    # The caller's ANSIBLE_* settings stay out: the run is this checkout's configuration only.
+    base = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    run_env = dict(
+        base,
+        ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
+        # Only the checkout's collection link: ansible.cfg searches ~/.ansible/collections first, where
+        # ansible-lint or a galaxy install leaves a copy of vllm_deploy.fleet that would answer for it.
+        # Collections installed with Ansible (community.docker) are still found on its sys.path.
+        ANSIBLE_COLLECTIONS_PATH=str(REPO / "collections"),
+        ANSIBLE_FORCE_COLOR="0",
+        ANSIBLE_NOCOLOR="1",
+        # The filters import vllm_deploy: this checkout's, not the editable install's (another worktree).
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    )
+    run_env.update(env or {})
+    run = subprocess.run(argv, cwd=REPO, env=run_env, capture_output=True, text=True, timeout=timeout)
+    return run.returncode, " ".join((run.stdout + run.stderr).split())

@@ -7,18 +7,15 @@ stand-in, the role runs read-only commands."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import STANDIN_DIR, calibration_dir
+from conftest import STANDIN_DIR, calibration_dir, run_playbook
 
-REPO = Path(__file__).resolve().parents[2]
 PLAYBOOK = """\
 - name: GPU facts only
   hosts: all
@@ -36,27 +33,28 @@ PLAYBOOK = """\
 def run_role(tmp_path, dataset, instances_):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    shutil.copy(STANDIN_DIR / "nvidia-smi", bin_dir / "nvidia-smi")
-    (bin_dir / "nvidia-smi").chmod(0o755)
+    shutil.copy(STANDIN_DIR / "nvidia-smi", bin_dir / "nvidia-smi-standin")
+    # nvidia-smi notes each call's arguments (calls()), then is the stand-in.
+    (bin_dir / "nvidia-smi").write_text(
+        f'#!/bin/sh\nprintf "%s\\n" "$*" >> {tmp_path / "calls"}\nexec {bin_dir / "nvidia-smi-standin"} "$@"\n')
+    for name in ("nvidia-smi", "nvidia-smi-standin"):
+        (bin_dir / name).chmod(0o755)
     (tmp_path / "fixture").write_text(dataset + "\n")
-    (tmp_path / "play.yml").write_text(PLAYBOOK)
     extra = {"vllm_models": {"qwen": {"path": "/srv/models/qwen"}}, "vllm_instances": instances_,
              "facts_out": str(tmp_path / "facts.json"), "ansible_python_interpreter": sys.executable}
-    (tmp_path / "extra.json").write_text(json.dumps(extra))
-    # This checkout's roles and filters: its own collection link first (an installed vllm_deploy.fleet in
-    # ~/.ansible would otherwise answer for it), its package on the filters' import path.
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_COLLECTIONS_PATH=str(REPO / "collections"),
-               PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-               PATH=f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin",
-               NVIDIA_SMI_STANDIN_FIXTURE=str(tmp_path / "fixture"),
-               NVIDIA_SMI_STANDIN_DATA=str(STANDIN_DIR / "data"))
-    run = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "node1,", "-c", "local",
-                          str(tmp_path / "play.yml"), "-e", f"@{tmp_path / 'extra.json'}"],
-                         cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-    out = " ".join((run.stdout + run.stderr).split())
+    # nvidia-smi on the PATH is the stand-in, replaying the dataset.
+    rc, out = run_playbook(PLAYBOOK, tmp_path=tmp_path, extra_vars=extra, env={
+        "PATH": f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin",
+        "NVIDIA_SMI_STANDIN_FIXTURE": str(tmp_path / "fixture"),
+        "NVIDIA_SMI_STANDIN_DATA": str(STANDIN_DIR / "data")})
     facts = json.loads((tmp_path / "facts.json").read_text()) if (tmp_path / "facts.json").exists() else None
-    return run.returncode, out, facts
+    return rc, out, facts
+
+
+def calls(tmp_path):
+    """The arguments of each nvidia-smi run, in order ("" for the plain table)."""
+    path = tmp_path / "calls"
+    return path.read_text().splitlines() if path.exists() else []
 
 
 def _list_meta(name):
@@ -84,3 +82,18 @@ def test_role_refuses_the_whole_gpu_and_an_unknown_mig_device(tmp_path):
     assert rc != 0
     assert "node1: vllm_instances[0].gpus: GPU 0 is in MIG mode" in out, out[-3000:]
     assert "node1: vllm_instances[1].gpus: MIG device MIG-11111111-2222-3333-4444-555555555555 does not exist" in out
+
+
+def test_a_node_without_mig_runs_nvidia_smi_once(tmp_path):
+    # The L40S capture: no MIG on the board, and a driver (595.80) the pinned CUDA build accepts.
+    rc, out, facts = run_role(tmp_path, "19-l40s-x1-table", [{"name": "a", "model": "qwen", "gpus": [0], "port": 8000}])
+    assert rc == 0, out[-3000:]
+    assert facts["gpu_count"] == 1 and facts["mig_gpus"] == [] and facts["mig_devices"] == []
+    assert [c.split()[0].split("=")[0] for c in calls(tmp_path)] == ["--query-gpu"], calls(tmp_path)
+
+
+def test_a_mig_node_adds_the_list_and_the_table(tmp_path):
+    rc, out, facts = run_role(tmp_path, "42-h100-x1-mig4-table", [{"name": "a", "model": "qwen", "gpus": [], "port": 8000}])
+    assert rc == 0, out[-3000:]
+    assert len(facts["mig_devices"]) == 4
+    assert [c.split()[0].split("=")[0] if c else "" for c in calls(tmp_path)] == ["--query-gpu", "-L", ""], calls(tmp_path)

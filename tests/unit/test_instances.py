@@ -17,8 +17,8 @@ MODELS = {"tiny": {"path": "/srv/models/tiny"}}
 # What nvidia-smi --query-gpu prints for two 80 GB A100s (field values from the real A100 x4 capture in
 # tests/fixtures/calibration/nvidia-smi/01-a100-sxm4-80gb-x4-table.txt, as the GPU stand-in replays them).
 A100_CSV = (
-    "0, GPU-standin-0, NVIDIA A100-SXM4-80GB, 81920, 3616, 78304, 535.216.01\n"
-    "1, GPU-standin-1, NVIDIA A100-SXM4-80GB, 81920, 0, 81920, 535.216.01\n"
+    "0, GPU-standin-0, NVIDIA A100-SXM4-80GB, 81920, 3616, 78304, 535.216.01, Disabled\n"
+    "1, GPU-standin-1, NVIDIA A100-SXM4-80GB, 81920, 0, 81920, 535.216.01, Disabled\n"
 )
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import CALIBRATION, REPO, STANDIN_DIR, MissingFixture
+from conftest import CALIBRATION, REPO, STANDIN_DIR, MissingFixture, run_playbook
 from vllm_deploy import monitoring, nvidia_smi
 
 FIXTURES = REPO / "tests" / "fixtures" / "monitoring"
@@ -263,11 +263,7 @@ def test_the_status_table_has_a_row_per_instance_with_state_plan_and_gpu_memory(
 def test_the_role_passes_its_argument_spec_on_an_inventory_without_monitoring_hosts(tmp_path):
     """Most fleets have no vllm_monitoring host: the role (run by every deploy) must then do nothing,
     and its defaults, which the argument-spec check templates, must not need that group."""
-    play = tmp_path / "monitor.yml"
-    play.write_text("- name: Monitor\n  hosts: all\n  gather_facts: false\n  roles: [vllm_monitoring]\n")
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_COLLECTIONS_PATH=str(REPO / "collections"))
-    run = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "node1,", "-c", "local", str(play)],
-                         cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, (run.stdout + run.stderr)[-2000:]
-    assert "changed=0" in run.stdout and "failed=0" in run.stdout
+    rc, out = run_playbook("- name: Monitor\n  hosts: all\n  gather_facts: false\n  roles: [vllm_monitoring]\n",
+                           tmp_path=tmp_path)
+    assert rc == 0, out[-2000:]
+    assert "changed=0" in out and "failed=0" in out

@@ -5,7 +5,6 @@ lost rank named from the ranks' units."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import run_playbook
 from vllm_deploy import compat, multinode, vllm_args
 
 REPO = Path(__file__).resolve().parents[2]
@@ -279,14 +279,7 @@ all:
 
 def play(tmp_path, entry_text, *args, engine="cpu", extra=""):
     (tmp_path / "hosts.yml").write_text(INVENTORY.format(entry=entry_text, engine=engine, extra=extra))
-    (tmp_path / "validate.yml").write_text(PLAYBOOK)
-    # This checkout's collection first: a copy installed in ~/.ansible/collections would shadow its filters.
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1",
-               ANSIBLE_COLLECTIONS_PATH=str(REPO / "collections"),
-               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-    run = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(tmp_path / "hosts.yml"),
-                          str(tmp_path / "validate.yml"), *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-    return run.returncode, " ".join((run.stdout + run.stderr).split())
+    return run_playbook(PLAYBOOK, *args, tmp_path=tmp_path, inventory=tmp_path / "hosts.yml", connection=None)
 
 
 GOOD_ENTRY = "{name: big, model: tiny, hosts: [node1, node2], gpus: [], port: 8000, interface: eth0}"

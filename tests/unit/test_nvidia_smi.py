@@ -85,8 +85,8 @@ def test_failure_texts_match_meta(name):
 
 # The exact output of the role's query (noheader,nounits); written by hand in nvidia-smi's format.
 ROLE_OUTPUT = """\
-0, GPU-5a7e6b1c-0d2f-4e3a-9b8c-1234567890ab, NVIDIA H100 80GB HBM3, 81559, 1, 81080, 550.90.07
-1, GPU-6b8f7c2d-1e3a-4f4b-8c9d-234567890abc, NVIDIA H100 80GB HBM3, 81559, 1, 81080, 550.90.07
+0, GPU-5a7e6b1c-0d2f-4e3a-9b8c-1234567890ab, NVIDIA H100 80GB HBM3, 81559, 1, 81080, 550.90.07, Disabled
+1, GPU-6b8f7c2d-1e3a-4f4b-8c9d-234567890abc, NVIDIA H100 80GB HBM3, 81559, 1, 81080, 550.90.07, Disabled
 
 """
 
@@ -96,10 +96,10 @@ def test_role_query_noheader_nounits():
     assert gpus == [
         {"index": 0, "uuid": "GPU-5a7e6b1c-0d2f-4e3a-9b8c-1234567890ab", "name": "NVIDIA H100 80GB HBM3",
          "memory_total_mib": 81559, "memory_used_mib": 1, "memory_free_mib": 81080,
-         "driver_version": "550.90.07"},
+         "driver_version": "550.90.07", "mig_mode": "Disabled"},
         {"index": 1, "uuid": "GPU-6b8f7c2d-1e3a-4f4b-8c9d-234567890abc", "name": "NVIDIA H100 80GB HBM3",
          "memory_total_mib": 81559, "memory_used_mib": 1, "memory_free_mib": 81080,
-         "driver_version": "550.90.07"},
+         "driver_version": "550.90.07", "mig_mode": "Disabled"},
     ]
 
 
@@ -111,6 +111,13 @@ def test_header_maps_any_order_and_na_fields():
     assert gpu["memory_total_mib"] == 20096
     assert gpu["memory_free_mib"] is None and gpu["memory_used_mib"] is None and gpu["uuid"] is None
     assert gpu["driver_version"] == "535.183.01"
+
+
+def test_output_saved_from_the_query_before_mig_mode_still_parses():
+    (gpu,) = parse_query_gpu("3, GPU-abc, NVIDIA L4, 23034, 10, 23024, 550.54.15\n")
+    assert (gpu["index"], gpu["memory_free_mib"], gpu["driver_version"], gpu["mig_mode"]) == (3, 23024, "550.54.15", None)
+    with pytest.raises(NvidiaSmiParseError, match="expected 8"):
+        parse_query_gpu("3, GPU-abc, NVIDIA L4, 23034, 10, 23024, 550.54.15, [N/A]\n4, GPU-b, NVIDIA L4, 23034, 10, 23024, 550.54.15\n")
 
 
 def test_wrong_field_count_is_an_error_not_a_silent_drop():
@@ -180,8 +187,8 @@ def test_gpu_facts_from_table(name):
 
 # Spelled out by hand (nvidia-smi --help-query-gpu / --help-query-compute-apps), not built from the code.
 @pytest.mark.parametrize("query, argv", [
-    ("gpus", ["nvidia-smi", "--query-gpu=index,uuid,name,memory.total,memory.used,memory.free,driver_version",
-              "--format=csv,noheader,nounits"]),
+    ("gpus", ["nvidia-smi", "--query-gpu=index,uuid,name,memory.total,memory.used,memory.free,driver_version,"
+              "mig.mode.current", "--format=csv,noheader,nounits"]),
     ("compute-apps", ["nvidia-smi", "--query-compute-apps=pid,process_name,used_memory,gpu_uuid",
                       "--format=csv,noheader,nounits"]),
 ])
@@ -197,9 +204,9 @@ def test_unknown_query_is_refused_by_name():
 
 def test_parsers_read_the_columns_in_the_queried_order():
     """A headerless row in the order query_argv asks for lands in the right keys."""
-    gpu = parse_query_gpu("3, GPU-abc, NVIDIA L4, 23034, 10, 23024, 550.54.15\n")
+    gpu = parse_query_gpu("3, GPU-abc, NVIDIA L4, 23034, 10, 23024, 550.54.15, [N/A]\n")
     assert gpu == [{"index": 3, "uuid": "GPU-abc", "name": "NVIDIA L4", "memory_total_mib": 23034,
-                    "memory_used_mib": 10, "memory_free_mib": 23024, "driver_version": "550.54.15"}]
+                    "memory_used_mib": 10, "memory_free_mib": 23024, "driver_version": "550.54.15", "mig_mode": None}]
     app = parse_compute_apps("4242, python3, 1500, GPU-abc\n")
     assert app == [{"pid": 4242, "process_name": "python3", "used_memory_mib": 1500, "gpu_uuid": "GPU-abc"}]
 
@@ -245,9 +252,29 @@ def test_mig_mode_without_mig_devices_is_a_mig_gpu():
     table, _ = _load("45-h200-x1-mig1-610-table.txt")
     listing = "GPU 0: NVIDIA H200 (UUID: GPU-00000000-0000-0000-0000-000000000000)\n"
     no_instances = table.replace("|  0    2   0   0  |              44MiB / 71424MiB    |", "|  No MIG devices found  |")
-    facts = gpu_facts("0, GPU-00000000-0000-0000-0000-000000000000, NVIDIA H200, 143771, 44, 143103, 610.43.02\n",
+    facts = gpu_facts("0, GPU-00000000-0000-0000-0000-000000000000, NVIDIA H200, 143771, 44, 143103, 610.43.02, Enabled\n",
                       "", 0, True, listing, no_instances)
     assert facts["error"] is None and facts["mig_gpus"] == [0] and facts["mig_devices"] == []
+
+
+def test_the_query_alone_says_which_gpus_are_in_mig_mode():
+    """mig.mode.current in the role's query: on a MIG node the role then adds -L and the table; on any
+    other node (mig_gpus empty) it runs nothing more. Real captures: 43- (H100 in MIG mode), 20- (L40S,
+    no MIG: [N/A]), 13- (a header without the field)."""
+    for name, want in [("43-h100-x1-mig4-csv.txt", [0]), ("20-l40s-x1-csv.txt", []), ("13-h100-sxm-x1-csv.txt", [])]:
+        text, _ = _load(name)
+        facts = gpu_facts(text, "", 0, present=True)
+        assert facts["error"] is None and facts["mig_gpus"] == want, name
+        assert facts["mig_devices"] == []
+
+
+def test_a_driver_that_does_not_know_a_queried_field_is_named_with_its_fix():
+    out = 'Field "mig.mode.current" is not a valid field to query.\n\n'
+    facts = gpu_facts(out, "", 2, present=True)
+    assert facts["profile"] == "cpu" and facts["error"]["category"] == "query_field_unknown"
+    assert "--query-gpu=index,uuid,name,memory.total,memory.used,memory.free,driver_version,mig.mode.current" in (
+        facts["error"]["message"])
+    assert "nvidia_driver_install: true" in facts["error"]["fix"]
 
 
 def test_610_banner_read_in_gpu_facts_from_a_table():

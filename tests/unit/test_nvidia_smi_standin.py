@@ -56,8 +56,11 @@ def test_role_query_replays_capture(tmp_path, dataset):
         assert got["memory_free_mib"] == want["memory_total_mib"] - want["memory_used_mib"]
         assert got["driver_version"] == meta["driver_version"]
         assert got["uuid"]
+        # The meta names the MIG mode of the MIG captures only; every other replayed GPU is not in MIG mode.
+        assert (got["mig_mode"] == "Enabled") == (want.get("mig_mode") == "Enabled")
     facts = gpu_facts(proc.stdout, proc.stderr, proc.returncode, present=True)
     assert facts["profile"] == "gpu" and facts["gpu_count"] == meta["gpu_count"]
+    assert facts["mig_gpus"] == [g["index"] for g in meta["gpus"] if g.get("mig_mode") == "Enabled"]
 
 
 @pytest.mark.parametrize("dataset", TABLE_DATASETS)

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import uuid
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from conftest import run_playbook
+
 NODE_IMAGE = os.environ.get("NODE_IMAGE", "vllm-deploy/node:bookworm")
 PLAYBOOK = """\
 - name: Models only
@@ -46,11 +45,8 @@ def node():
 
 
 def _play(tmp_path, node):
-    (tmp_path / "models.yml").write_text(PLAYBOOK)
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    return subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", f"{node},", "-c", "community.docker.docker",
-                           "-e", "ansible_python_interpreter=/usr/bin/python3", str(tmp_path / "models.yml")],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    return run_playbook(PLAYBOOK, "-e", "ansible_python_interpreter=/usr/bin/python3", tmp_path=tmp_path,
+                        inventory=f"{node},", connection="community.docker.docker")
 
 
 def _stat(node, path):
@@ -59,13 +55,13 @@ def _stat(node, path):
 
 
 def test_private_weights_are_readable_by_the_service_user_only(tmp_path, node):
-    run = _play(tmp_path, node)
-    assert run.returncode == 0, run.stdout[-3000:]
+    rc, out = _play(tmp_path, node)
+    assert rc == 0, out[-3000:]
     assert _stat(node, "/srv/models/secret") == "vllm:vllm 700"
     assert _stat(node, "/srv/models/secret/sub") == "vllm:vllm 700"
     assert _stat(node, "/srv/models/secret/sub/model.safetensors") == "vllm:vllm 600"
     assert _stat(node, "/srv/models/secret/config.json") == "vllm:vllm 600"
     assert _stat(node, "/srv/models/open/sub/model.safetensors") == "root:root 644"
     assert _stat(node, "/srv/models/open") == "root:root 755"
-    again = _play(tmp_path, node)
-    assert again.returncode == 0 and "changed=0" in again.stdout, again.stdout[-3000:]
+    rc, out = _play(tmp_path, node)
+    assert rc == 0 and "changed=0" in out, out[-3000:]

@@ -3,14 +3,10 @@ variables as an operator passes them: `-e name=false` arrives as a string and mu
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from conftest import run_playbook
+
 PLAYBOOK = """\
 - name: Validate only
   hosts: all
@@ -20,12 +16,7 @@ PLAYBOOK = """\
 
 
 def validate(tmp_path, *extra):
-    (tmp_path / "validate.yml").write_text(PLAYBOOK)
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
-    bin_dir = Path(sys.executable).parent
-    run = subprocess.run([str(bin_dir / "ansible-playbook"), "-i", "node1,", "-c", "local", str(tmp_path / "validate.yml"), *extra],
-                         cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-    return run.returncode, " ".join((run.stdout + run.stderr).split())
+    return run_playbook(PLAYBOOK, *extra, tmp_path=tmp_path)
 
 
 @pytest.mark.parametrize("value", ["false", "False", "no", "0", "true", "yes"])
@@ -51,12 +42,7 @@ def test_bad_switches_and_old_names_are_refused_in_one_line(tmp_path, extra, mes
 def validate_inventory_file(tmp_path, text, *extra):
     """The validation play against a YAML inventory (group_vars as an operator writes them)."""
     (tmp_path / "hosts.yml").write_text(text)
-    (tmp_path / "validate.yml").write_text(PLAYBOOK)
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
-    bin_dir = Path(sys.executable).parent
-    run = subprocess.run([str(bin_dir / "ansible-playbook"), "-i", str(tmp_path / "hosts.yml"), "-c", "local",
-                          str(tmp_path / "validate.yml"), *extra], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-    return run.returncode, " ".join((run.stdout + run.stderr).split())
+    return run_playbook(PLAYBOOK, *extra, tmp_path=tmp_path, inventory=tmp_path / "hosts.yml")
 
 
 INVENTORY = """\
