@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from vllm_deploy.diagnose import normalise
+from vllm_deploy.gateway import server_ref
 
 # The last start in the text wins: a log "since the restart" may still hold an earlier attempt's lines.
 _KV_TOKENS_RE = re.compile(r"\b(?P<device>GPU|CPU|XPU|TPU)?\s*KV\s+cache\s+size:\s*(?P<tokens>[\d,]+)\s*tokens", re.I)
@@ -195,11 +196,31 @@ def _systemctl_show(text: str) -> dict[str, dict[str, str]]:
     return units
 
 
+def in_rotation(gateway, server_ref: str) -> str:
+    """The "in rotation" cell of one instance from `vllm-gateway-ctl status` on the gateway host.
+
+    gateway: that JSON ({ok, servers: {backend/server: {status, ...}}}), None without a gateway. HAProxy's
+    `show stat` status: UP (also "UP 1/2", going down but still serving) and "no check" take new requests;
+    DOWN, DRAIN, NOLB and MAINT (also "MAINT (via ...)") do not."""
+    if gateway is None:
+        return "-"
+    if not isinstance(gateway, dict) or not gateway.get("ok") or not isinstance(gateway.get("servers"), dict):
+        return "unknown (gateway did not answer)"
+    server = gateway["servers"].get(server_ref)
+    if server is None:
+        return "no (not in gateway)"
+    status = str(server.get("status") or "")
+    if status.startswith("UP") or status == "no check":
+        return "yes"
+    return f"no ({status.split(' ')[0] or 'unknown'})"
+
+
 def status_rows(node: dict) -> list[list[str]]:
     """One row per instance of a node for `ansible-playbook status.yml`.
 
     node: {host, instances: the inventory's vllm_instances, models: its vllm_models, systemctl: `systemctl show` text,
-    plans: {name: plan.json dict}, gpus: [{index, memory_used_mib, memory_total_mib}], rotation: {name: str}}."""
+    plans: {name: plan.json dict}, gpus: [{index, memory_used_mib, memory_total_mib}],
+    gateway: `vllm-gateway-ctl status` JSON of the gateway host, None (or absent) without a gateway}."""
     units = _systemctl_show(node.get("systemctl") or "")
     gpus = {str(g["index"]): g for g in node.get("gpus") or []}
     rows = []
@@ -221,8 +242,10 @@ def status_rows(node: dict) -> list[list[str]]:
         restarts = unit.get("NRestarts")
         since = unit.get("ActiveEnterTimestamp") or "-"
         model = ((node.get("models") or {}).get(inst.get("model")) or {}).get("served_name") or inst.get("model") or ""
+        # The gateway names the server after the served name (its backend) and host__instance.
+        ref = server_ref({"name": inst["name"], "model": {"served_name": str(model)}}, node["host"])
         rows.append([node["host"], inst["name"], str(model), str(inst.get("port")), state,
-                     (node.get("rotation") or {}).get(inst["name"], "-"), kv, memory,
+                     in_rotation(node.get("gateway"), ref), kv, memory,
                      since + (f" ({restarts} restarts by systemd)" if restarts not in (None, "", "0") else "")])
     return rows
 

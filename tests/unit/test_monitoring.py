@@ -260,6 +260,48 @@ def test_the_status_table_has_a_row_per_instance_with_state_plan_and_gpu_memory(
     assert rows[4][:3] == ["node2", "gone", "other"] and rows[4][-2:] == ["-", "-"]  # GPU 7 not on the node, no start
 
 
+def _rotation_column(table: str) -> dict[tuple[str, str], str]:
+    """(host, instance) → the "in rotation" cell, sliced at the header's column (cells hold spaces)."""
+    lines = table.splitlines()
+    start = lines[0].index("in rotation")
+    end = lines[0].index("KV tokens planned/actual")
+    return {tuple(line.split()[:2]): line[start:end].strip() for line in lines[2:]}
+
+
+def test_the_in_rotation_column_is_the_gateways_view_of_each_instance():
+    """The gateway JSON is vllm-gateway-ctl's real output against HAProxy 2.6 (see SOURCES.md):
+    one server up, one down (nothing listens), one drained, one in maintenance."""
+    gateway = json.loads(fixture("vllm-gateway-ctl-status.json").read_text())
+    models = {"tiny": {"served_name": "tiny-llama"}}
+    nodes = [
+        {"host": "node1", "models": models, "gateway": gateway,
+         "instances": [{"name": "tiny", "model": "tiny", "port": 8000}, {"name": "second", "model": "tiny", "port": 8001}]},
+        {"host": "node2", "models": models, "gateway": gateway,
+         "instances": [{"name": "tiny", "model": "tiny", "port": 8000}, {"name": "third", "model": "tiny", "port": 8002},
+                       {"name": "new", "model": "tiny", "port": 8003}]},
+    ]
+    assert _rotation_column(monitoring.status_table(nodes)) == {
+        ("node1", "tiny"): "yes",
+        ("node1", "second"): "no (DRAIN)",
+        ("node2", "tiny"): "no (DOWN)",
+        ("node2", "third"): "no (MAINT)",
+        ("node2", "new"): "no (not in gateway)",   # added by a deploy the gateway play has not rendered yet
+    }
+
+
+@pytest.mark.parametrize("gateway, cell", [
+    (None, "-"),                                                     # no gateway in the inventory
+    ({"ok": False, "message": "HAProxy's runtime API at /run/haproxy/admin.sock does not answer"}, "unknown (gateway did not answer)"),
+    ({"ok": True, "servers": {"model_m/node1__a": {"status": "UP 1/2", "inflight": 3, "total": 9}}}, "yes"),  # going down, still serving
+    ({"ok": True, "servers": {"model_m/node1__a": {"status": "MAINT (via model_m/other)", "inflight": 0, "total": 0}}}, "no (MAINT)"),
+])
+def test_the_in_rotation_cell_without_a_gateway_or_an_answer(gateway, cell):
+    node = {"host": "node1", "models": {"a": {"served_name": "m"}}, "instances": [{"name": "a", "model": "a", "port": 1}]}
+    if gateway is not None:
+        node["gateway"] = gateway
+    assert _rotation_column(monitoring.status_table([node])) == {("node1", "a"): cell}
+
+
 def test_the_role_passes_its_argument_spec_on_an_inventory_without_monitoring_hosts(tmp_path):
     """Most fleets have no vllm_monitoring host: the role (run by every deploy) must then do nothing,
     and its defaults, which the argument-spec check templates, must not need that group."""
