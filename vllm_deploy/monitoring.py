@@ -6,7 +6,8 @@
   `CPU KV cache size: 2,097,152 tokens, Maximum concurrency for 256 tokens per request: 8192.00x`.
 * plan_vs_actual(record, log) compares it with the planner's prediction in record.plan.
 * plan_textfile(report) renders it as node-exporter textfile metrics.
-* scrape_targets(...) turns the inventory into Prometheus static targets with host/instance/model/gpus labels.
+* scrape_targets(...) turns the inventory into Prometheus static targets with host/instance/model/gpus labels;
+  dcgm_targets(...) the DCGM exporters of the GPU nodes that run one (labels host, gpus).
 """
 
 from __future__ import annotations
@@ -169,8 +170,29 @@ def fleet_hosts(hosts: list[str], hostvars, local_host: str) -> list[dict]:
                                   "bind": inst.get("bind") or hv.get("vllm_bind") or "127.0.0.1",
                                   "model": model.get("served_name") or inst.get("model") or "",
                                   "gpus": list(inst.get("gpus") or [])})
-        out.append({"host": name, "address": _address(name, hv, local_host), "instances": instances})
+        out.append({"host": name, "address": _address(name, hv, local_host), "instances": instances,
+                    **_dcgm_fields(hv, instances)})
     return out
+
+
+def _dcgm_fields(hv, instances: list[dict]) -> dict:
+    """Whether the host runs the DCGM exporter and its GPUs: what the host recorded this run (after
+    gpu_facts), else its inventory (a run limited with -l): the switch, and the GPUs its instances pin."""
+    recorded = hv.get("__vllm_monitoring_dcgm")
+    if recorded is not None:
+        return {"dcgm": bool(recorded), "gpus": [str(g) for g in hv.get("__vllm_monitoring_gpus") or []]}
+    pinned = sorted({str(g) for inst in instances for g in inst.get("gpus") or []}, key=lambda g: (len(g), g))
+    return {"dcgm": hv.get("vllm_monitoring_dcgm_exporter") is True, "gpus": pinned}
+
+
+def dcgm_targets(hosts: list[dict], port: int) -> list[dict]:
+    """Prometheus static_configs of NVIDIA's DCGM exporter on every host of fleet_hosts() that runs it
+    (labels host, gpus: the node's GPU indexes, "unknown" when this run did not read them)."""
+    if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+        raise ValueError(f"vllm_monitoring_dcgm_exporter_port must be a TCP port (1-65535), got {port!r}")
+    return [{"targets": [f"{h.get('address') or h['host']}:{port}"],
+             "labels": {"host": h["host"], "gpus": ",".join(h.get("gpus") or []) or "unknown"}}
+            for h in hosts if h.get("dcgm")]
 
 
 def pinned_gpus(records: list[dict]) -> dict[str, list[str]]:
