@@ -52,8 +52,11 @@ def server_name(host: str, instance_name: str) -> str:
 
 
 def server_ref(record: dict[str, Any], host: str) -> str:
-    """`backend/server` of an instance, as the runtime API names it (`set server <ref> state drain`)."""
-    return f"{backend_name(record['model']['served_name'])}/{server_name(host, record['name'])}"
+    """`backend/server` of an instance, as the runtime API names it (`set server <ref> state drain`).
+    A multi-node instance is one server, on its first host (rank 0 serves the API), whichever of its
+    hosts asks."""
+    hosts = (record.get("multinode") or {}).get("hosts") or [host]
+    return f"{backend_name(record['model']['served_name'])}/{server_name(hosts[0], record['name'])}"
 
 
 def instance_address(record: dict[str, Any], host: str, host_address: str | None, gateway_host: str) -> str:
@@ -83,6 +86,8 @@ def backend_table(fleet: dict[str, Any], gateway_host: str) -> list[dict[str, An
     for host in sorted(fleet):
         entry = fleet[host] or {}
         for record in entry.get("instances") or []:
+            if (record.get("multinode") or {}).get("role", "api") != "api":
+                continue  # a headless rank or Ray worker serves no API: its instance is rank 0's server
             address = instance_address(record, host, entry.get("address"), gateway_host)
             by_model.setdefault(record["model"]["served_name"], []).append({
                 "name": server_name(host, record["name"]),
@@ -192,11 +197,19 @@ def engine_key_mismatches(fleet_keys: dict[str, str], gateway_key: str) -> list[
             for host, key in sorted(fleet_keys.items()) if key != gateway_key]
 
 
-def node_records(vllm_instances: list[dict[str, Any]], vllm_models: dict[str, Any]) -> list[dict[str, Any]]:
+def node_records(vllm_instances: list[dict[str, Any]], vllm_models: dict[str, Any],
+                 multinode_instances: list[dict[str, Any]] | None = None, host: str = "") -> list[dict[str, Any]]:
     """The part of each instance record the gateway names a server by, from the inventory alone
-    (rebuild-node.yml drains a node before its records are planned)."""
+    (rebuild-node.yml drains a node before its records are planned): the node's own instances and
+    the multi-node instances `host` is a rank of (the whole instance stops with any of its ranks)."""
     out = []
     for inst in vllm_instances or []:
         model = (vllm_models or {}).get(inst["model"]) or {}
         out.append({"name": inst["name"], "model": {"name": inst["model"], "served_name": model.get("served_name", inst["model"])}})
+    for inst in multinode_instances or []:
+        hosts = inst.get("hosts") if isinstance(inst, dict) else None
+        if isinstance(hosts, list) and host in hosts:
+            model = (vllm_models or {}).get(inst.get("model")) or {}
+            out.append({"name": inst["name"], "model": {"name": inst["model"], "served_name": model.get("served_name", inst["model"])},
+                        "multinode": {"hosts": list(hosts)}})
     return out

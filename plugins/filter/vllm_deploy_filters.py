@@ -515,13 +515,14 @@ def vllm_gateway_server_ref(record, host):
 
 
 @_filter
-def vllm_gateway_node_records(vllm_instances, vllm_models):
-    """{name, model: {name, served_name}} per instance, from the inventory (rebuild-node drains before planning)."""
+def vllm_gateway_node_records(vllm_instances, vllm_models, multinode_instances=None, host=""):
+    """{name, model: {name, served_name}} per instance of the node and per multi-node instance `host` is a rank of,
+    from the inventory (rebuild-node drains before planning)."""
     from vllm_deploy import gateway
 
     _expect(vllm_instances, (list,), "vllm_instances")
     _expect(vllm_models, (dict,), "vllm_models")
-    return gateway.node_records(vllm_instances or [], vllm_models or {})
+    return gateway.node_records(vllm_instances or [], vllm_models or {}, multinode_instances or [], str(host))
 
 
 @_filter

@@ -150,3 +150,33 @@ def test_engine_key_mismatches_name_hosts_not_values():
     errors = gateway.engine_key_mismatches({"node1": "k1", "node2": "k2"}, "k1")
     assert len(errors) == 1 and errors[0].startswith("node2: vault_vllm_api_key differs")
     assert "k1" not in errors[0] and "k2" not in errors[0]
+
+
+# A multi-node instance (issue 15) is one backend server: rank 0's host serves its API, the
+# headless ranks serve none, and a drain asked by any of its hosts names that one server.
+MULTINODE_RANKS = {
+    "gpu1": {"address": "10.0.0.1", "instances": [
+        {"name": "big", "model": {"name": "llama-405b", "served_name": "llama-405b"}, "port": 8000, "bind": "10.0.0.1",
+         "multinode": {"rank": 0, "role": "api", "hosts": ["gpu1", "gpu2"]}}]},
+    "gpu2": {"address": "10.0.0.2", "instances": [
+        {"name": "big", "model": {"name": "llama-405b", "served_name": "llama-405b"}, "port": 8000, "bind": "10.0.0.2",
+         "multinode": {"rank": 1, "role": "headless", "hosts": ["gpu1", "gpu2"]}}]},
+}
+
+
+def test_a_multinode_instance_is_one_server_on_its_first_host():
+    table = gateway.backend_table(MULTINODE_RANKS, "gw")
+    assert [(b["served_name"], [s["name"] for s in b["servers"]]) for b in table] == [("llama-405b", ["gpu1__big"])]
+    assert table[0]["servers"][0]["address_port"] == "10.0.0.1:8000"
+    for host in ("gpu1", "gpu2"):
+        record = MULTINODE_RANKS[host]["instances"][0]
+        assert gateway.server_ref(record, host) == f"{table[0]['backend']}/gpu1__big"
+
+
+def test_a_rebuilt_rank_host_drains_the_multinode_instance_it_is_part_of():
+    entries = [{"name": "big", "model": "llama-405b", "hosts": ["gpu1", "gpu2"]},
+               {"name": "other", "model": "llama-405b", "hosts": ["gpu3", "gpu4"]}]
+    models = {"llama-405b": {"path": "/srv/m"}}
+    records = gateway.node_records([], models, entries, "gpu2")
+    assert [r["name"] for r in records] == ["big"]
+    assert gateway.server_ref(records[0], "gpu2").endswith("/gpu1__big")
