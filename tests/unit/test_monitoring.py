@@ -302,6 +302,70 @@ def test_the_in_rotation_cell_without_a_gateway_or_an_answer(gateway, cell):
     assert _rotation_column(monitoring.status_table([node])) == {("node1", "a"): cell}
 
 
+def _units(**ids) -> str:
+    """The real `systemctl show` capture with its units renamed: running=, dead= name the unit that
+    gets the running service's block and the one that gets the dead oneshot's."""
+    text = fixture("systemctl-show-vllm-units.txt").read_text()
+    blocks = {"running": "Id=prometheus.service", "dead": "Id=vllm-pinned.service"}
+    out = []
+    for block in text.strip().split("\n\n"):
+        for kind, unit in ids.items():
+            if blocks[kind] in block:
+                out.append(block.replace(blocks[kind], f"Id={unit}.service"))
+    return "\n\n".join(out) + "\n"
+
+
+def _rows(table: str) -> dict[str, list[str]]:
+    """instance → its row's cells, sliced at the header's columns (cells hold spaces)."""
+    lines = table.splitlines()
+    starts = [lines[0].index(c) for c in monitoring.STATUS_COLUMNS]
+
+    def cells(line):
+        return [line[a:b].strip() for a, b in zip(starts, starts[1:] + [None])]
+    return {cells(line)[1]: cells(line) for line in lines[2:]}
+
+
+MN_MODELS = {"tiny": {"served_name": "tiny-llama"}, "m": {"served_name": "other"}}
+
+
+def test_a_multi_node_instance_is_one_row_with_its_hosts_and_its_down_rank():
+    entry = {"name": "tiny", "model": "tiny", "hosts": ["node1", "node2"], "gpus": [0, 1], "port": 8000}
+    gateway = json.loads(fixture("vllm-gateway-ctl-status.json").read_text())
+    gpus = [{"index": 0, "memory_used_mib": 20000, "memory_total_mib": 24564},
+            {"index": 1, "memory_used_mib": 21000, "memory_total_mib": 24564}]
+    nodes = [
+        {"host": "node1", "models": MN_MODELS, "gateway": gateway, "multinode": [entry], "gpus": gpus,
+         "instances": [{"name": "solo", "model": "m", "port": 8100}],
+         "systemctl": _units(running="vllm-tiny", dead="vllm-solo"),
+         "plans": {"tiny": {"planned": {"kv_cache_tokens": 4000}, "actual": {"kv_cache_tokens": 3990}}}},
+        {"host": "node2", "models": MN_MODELS, "gateway": gateway, "multinode": [entry], "gpus": gpus[:1],
+         "instances": [], "systemctl": _units(dead="vllm-tiny"), "plans": {}},
+    ]
+    rows = _rows(monitoring.status_table(nodes))
+    assert sorted(rows) == ["solo", "tiny"]                      # one row for both ranks, beside node1's own instance
+    host, _, model, port, state, rotation, kv, memory, since = rows["tiny"]
+    assert (host, model, port) == ("node1+node2", "tiny-llama", "8000")
+    assert state == "active (running); rank 1 (node2): inactive (dead)"
+    # its gateway server is rank 0's (node1__tiny: UP in the capture), not node2__tiny (DOWN there)
+    assert rotation == "yes"
+    assert kv == "4000/3990"
+    assert memory == "node1 GPU 0: 20000/24564 MiB; node1 GPU 1: 21000/24564 MiB; node2 GPU 0: 20000/24564 MiB"
+    assert since.startswith("Tue 2026-12-01 08:18:07")
+    assert rows["solo"][0] == "node1" and rows["solo"][4] == "inactive (dead)"
+
+
+def test_a_ray_worker_rank_is_read_from_its_ray_unit_and_a_rank_outside_the_run_is_unknown():
+    entry = {"name": "big", "model": "m", "hosts": ["node1", "node2", "node3"], "gpus": [], "port": 8000, "backend": "ray"}
+    nodes = [
+        {"host": "node2", "models": MN_MODELS, "multinode": [entry], "systemctl": _units(running="ray-big", dead="vllm-big")},
+        {"host": "node1", "models": MN_MODELS, "multinode": [entry], "systemctl": _units(running="vllm-big")},
+    ]  # node3 was not reached (-l, or down)
+    row = _rows(monitoring.status_table(nodes))["big"]
+    assert row[0] == "node1+node2+node3" and row[2] == "other"
+    assert row[4] == "active (running); rank 2 (node3): unknown (not in this run)"  # node2's ray worker runs
+    assert row[5] == "-" and row[6] == "-" and row[7] == "CPU"
+
+
 def test_the_role_passes_its_argument_spec_on_an_inventory_without_monitoring_hosts(tmp_path):
     """Most fleets have no vllm_monitoring host: the role (run by every deploy) must then do nothing,
     and its defaults, which the argument-spec check templates, must not need that group."""
