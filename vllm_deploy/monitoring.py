@@ -6,7 +6,8 @@
   `CPU KV cache size: 2,097,152 tokens, Maximum concurrency for 256 tokens per request: 8192.00x`.
 * plan_vs_actual(record, log) compares it with the planner's prediction in record.plan.
 * plan_textfile(report) renders it as node-exporter textfile metrics.
-* scrape_targets(...) turns the inventory into Prometheus static targets with host/instance/model/gpus labels.
+* scrape_targets(...) turns the inventory into Prometheus static targets with host/instance/model/gpus labels;
+  dcgm_targets(...) the DCGM exporters of the GPU nodes that run one (labels host, gpus).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import re
 
 from vllm_deploy.diagnose import normalise
+from vllm_deploy.gateway import server_ref
 
 # The last start in the text wins: a log "since the restart" may still hold an earlier attempt's lines.
 _KV_TOKENS_RE = re.compile(r"\b(?P<device>GPU|CPU|XPU|TPU)?\s*KV\s+cache\s+size:\s*(?P<tokens>[\d,]+)\s*tokens", re.I)
@@ -168,8 +170,29 @@ def fleet_hosts(hosts: list[str], hostvars, local_host: str) -> list[dict]:
                                   "bind": inst.get("bind") or hv.get("vllm_bind") or "127.0.0.1",
                                   "model": model.get("served_name") or inst.get("model") or "",
                                   "gpus": list(inst.get("gpus") or [])})
-        out.append({"host": name, "address": _address(name, hv, local_host), "instances": instances})
+        out.append({"host": name, "address": _address(name, hv, local_host), "instances": instances,
+                    **_dcgm_fields(hv, instances)})
     return out
+
+
+def _dcgm_fields(hv, instances: list[dict]) -> dict:
+    """Whether the host runs the DCGM exporter and its GPUs: what the host recorded this run (after
+    gpu_facts), else its inventory (a run limited with -l): the switch, and the GPUs its instances pin."""
+    recorded = hv.get("__vllm_monitoring_dcgm")
+    if recorded is not None:
+        return {"dcgm": bool(recorded), "gpus": [str(g) for g in hv.get("__vllm_monitoring_gpus") or []]}
+    pinned = sorted({str(g) for inst in instances for g in inst.get("gpus") or []}, key=lambda g: (len(g), g))
+    return {"dcgm": hv.get("vllm_monitoring_dcgm_exporter") is True, "gpus": pinned}
+
+
+def dcgm_targets(hosts: list[dict], port: int) -> list[dict]:
+    """Prometheus static_configs of NVIDIA's DCGM exporter on every host of fleet_hosts() that runs it
+    (labels host, gpus: the node's GPU indexes, "unknown" when this run did not read them)."""
+    if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+        raise ValueError(f"vllm_monitoring_dcgm_exporter_port must be a TCP port (1-65535), got {port!r}")
+    return [{"targets": [f"{h.get('address') or h['host']}:{port}"],
+             "labels": {"host": h["host"], "gpus": ",".join(h.get("gpus") or []) or "unknown"}}
+            for h in hosts if h.get("dcgm")]
 
 
 def pinned_gpus(records: list[dict]) -> dict[str, list[str]]:
@@ -195,41 +218,127 @@ def _systemctl_show(text: str) -> dict[str, dict[str, str]]:
     return units
 
 
+def in_rotation(gateway, server_ref: str) -> str:
+    """The "in rotation" cell of one instance from `vllm-gateway-ctl status` on the gateway host.
+
+    gateway: that JSON ({ok, servers: {backend/server: {status, ...}}}), None without a gateway. HAProxy's
+    `show stat` status: UP (also "UP 1/2", going down but still serving) and "no check" take new requests;
+    DOWN, DRAIN, NOLB and MAINT (also "MAINT (via ...)") do not."""
+    if gateway is None:
+        return "-"
+    if not isinstance(gateway, dict) or not gateway.get("ok") or not isinstance(gateway.get("servers"), dict):
+        return "unknown (gateway did not answer)"
+    server = gateway["servers"].get(server_ref)
+    if server is None:
+        return "no (not in gateway)"
+    status = str(server.get("status") or "")
+    if status.startswith("UP") or status == "no check":
+        return "yes"
+    return f"no ({status.split(' ')[0] or 'unknown'})"
+
+
+def _unit_state(unit: dict) -> str:
+    state = unit.get("ActiveState") or "unknown"
+    if unit.get("SubState") and unit["SubState"] != state:
+        state = f"{state} ({unit['SubState']})"
+    return state
+
+
+def _kv_cell(plan: dict) -> str:
+    if not plan:
+        return "-"
+    planned = (plan.get("planned") or {}).get("kv_cache_tokens")
+    actual = (plan.get("actual") or {}).get("kv_cache_tokens")
+    return f"{planned if planned is not None else '-'}/{actual if actual is not None else '-'}"
+
+
+def _gpu_memory(node: dict, gpus_of_instance, prefix: str = "") -> list[str]:
+    gpus = {str(g["index"]): g for g in node.get("gpus") or []}
+    out = []
+    for g in gpus_of_instance or []:
+        gpu = gpus.get(str(g))
+        if gpu and gpu.get("memory_total_mib"):
+            out.append(f"{prefix}GPU {g}: {gpu.get('memory_used_mib')}/{gpu['memory_total_mib']} MiB")
+    return out
+
+
+def _restart_cell(unit: dict) -> str:
+    restarts = unit.get("NRestarts")
+    since = unit.get("ActiveEnterTimestamp") or "-"
+    return since + (f" ({restarts} restarts by systemd)" if restarts not in (None, "", "0") else "")
+
+
+def _served_name(node: dict, model_key) -> str:
+    return str(((node.get("models") or {}).get(model_key) or {}).get("served_name") or model_key or "")
+
+
 def status_rows(node: dict) -> list[list[str]]:
-    """One row per instance of a node for `ansible-playbook status.yml`.
+    """One row per single-host instance of a node for `ansible-playbook status.yml`.
 
     node: {host, instances: the inventory's vllm_instances, models: its vllm_models, systemctl: `systemctl show` text,
-    plans: {name: plan.json dict}, gpus: [{index, memory_used_mib, memory_total_mib}], rotation: {name: str}}."""
+    plans: {name: plan.json dict}, gpus: [{index, memory_used_mib, memory_total_mib}],
+    gateway: `vllm-gateway-ctl status` JSON of the gateway host, None (or absent) without a gateway,
+    multinode: the inventory's vllm_multinode_instances (rows of their own: multinode_rows)}."""
     units = _systemctl_show(node.get("systemctl") or "")
-    gpus = {str(g["index"]): g for g in node.get("gpus") or []}
     rows = []
     for inst in node.get("instances") or []:
         unit = units.get(f"vllm-{inst['name']}", {})
-        state = unit.get("ActiveState") or "unknown"
-        if unit.get("SubState") and unit["SubState"] != state:
-            state = f"{state} ({unit['SubState']})"
         plan = (node.get("plans") or {}).get(inst["name"]) or {}
-        planned = (plan.get("planned") or {}).get("kv_cache_tokens")
-        actual = (plan.get("actual") or {}).get("kv_cache_tokens")
-        kv = f"{planned if planned is not None else '-'}/{actual if actual is not None else '-'}" if plan else "-"
-        mem = []
-        for g in inst.get("gpus") or []:
-            gpu = gpus.get(str(g))
-            if gpu and gpu.get("memory_total_mib"):
-                mem.append(f"GPU {g}: {gpu.get('memory_used_mib')}/{gpu['memory_total_mib']} MiB")
-        memory = "; ".join(mem) or ("-" if inst.get("gpus") else "CPU")
-        restarts = unit.get("NRestarts")
-        since = unit.get("ActiveEnterTimestamp") or "-"
-        model = ((node.get("models") or {}).get(inst.get("model")) or {}).get("served_name") or inst.get("model") or ""
-        rows.append([node["host"], inst["name"], str(model), str(inst.get("port")), state,
-                     (node.get("rotation") or {}).get(inst["name"], "-"), kv, memory,
-                     since + (f" ({restarts} restarts by systemd)" if restarts not in (None, "", "0") else "")])
+        memory = "; ".join(_gpu_memory(node, inst.get("gpus"))) or ("-" if inst.get("gpus") else "CPU")
+        model = _served_name(node, inst.get("model"))
+        # The gateway names the server after the served name (its backend) and host__instance.
+        ref = server_ref({"name": inst["name"], "model": {"served_name": model}}, node["host"])
+        rows.append([node["host"], inst["name"], model, str(inst.get("port")), _unit_state(unit),
+                     in_rotation(node.get("gateway"), ref), _kv_cell(plan), memory, _restart_cell(unit)])
+    return rows
+
+
+def multinode_rows(nodes: list[dict]) -> list[list[str]]:
+    """One row per multi-node instance (vllm_multinode_instances), whichever of its hosts report it.
+
+    Host: its hosts in rank order (`gpu1+gpu2`). State: rank 0's unit, then every other rank that is
+    not active (`; rank 1 (gpu2): failed`); a rank whose host is not in this run is `unknown`. Its
+    rank's unit is vllm-NAME, a Ray worker's ray-NAME. Rotation, KV tokens and last restart are rank
+    0's (it serves the API and is the gateway's one server); GPU memory every rank's GPUs."""
+    from vllm_deploy.multinode import host_gpus
+
+    by_host = {n["host"]: n for n in nodes}
+    entries: dict[str, dict] = {}
+    for n in nodes:
+        for entry in n.get("multinode") or []:
+            if isinstance(entry, dict) and n["host"] in (entry.get("hosts") or []):
+                entries.setdefault(entry["name"], entry)
+    rows = []
+    for name, entry in entries.items():
+        hosts = list(entry["hosts"])
+        states, memory, rank0_unit = [], [], {}
+        for rank, host in enumerate(hosts):
+            node = by_host.get(host)
+            unit_name = f"ray-{name}" if entry.get("backend") == "ray" and rank > 0 else f"vllm-{name}"
+            unit = _systemctl_show(node.get("systemctl") or "").get(unit_name, {}) if node else {}
+            if rank == 0:
+                rank0_unit = unit
+                states.append(_unit_state(unit) if node else "unknown (not in this run)")
+            elif not node:
+                states.append(f"rank {rank} ({host}): unknown (not in this run)")
+            elif unit.get("ActiveState") != "active":
+                states.append(f"rank {rank} ({host}): {_unit_state(unit)}")
+            if node:
+                memory += _gpu_memory(node, host_gpus(entry, host), prefix=f"{host} ")
+        head = by_host.get(hosts[0]) or next(n for n in nodes if n["host"] in hosts)
+        model = _served_name(head, entry.get("model"))
+        ref = server_ref({"name": name, "model": {"served_name": model}, "multinode": {"hosts": hosts}}, hosts[0])
+        any_gpus = any(host_gpus(entry, h) for h in hosts)
+        plan = ((head.get("plans") or {}).get(name) or {}) if head["host"] == hosts[0] else {}
+        rows.append(["+".join(hosts), name, model, str(entry.get("port")), "; ".join(states),
+                     in_rotation(head.get("gateway"), ref), _kv_cell(plan),
+                     "; ".join(memory) or ("-" if any_gpus else "CPU"), _restart_cell(rank0_unit)])
     return rows
 
 
 def status_table(nodes: list[dict]) -> str:
-    """The fleet as one plain-text table, a row per host and instance."""
-    rows = [list(STATUS_COLUMNS)] + [r for n in nodes for r in status_rows(n)]
+    """The fleet as one plain-text table, a row per host and instance (one per multi-node instance)."""
+    rows = [list(STATUS_COLUMNS)] + [r for n in nodes for r in status_rows(n)] + multinode_rows(nodes)
     widths = [max(len(r[i]) for r in rows) for i in range(len(STATUS_COLUMNS))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))

@@ -392,6 +392,15 @@ def vllm_monitoring_fleet(hosts, hostvars, local_host):
 
 
 @_filter
+def vllm_dcgm_targets(hosts, port):
+    """[{host, address, dcgm, gpus}] (vllm_monitoring_fleet) → static_configs of the DCGM exporters (labels host, gpus)."""
+    from vllm_deploy import monitoring
+
+    _expect(hosts, (list,), "the hosts")
+    return monitoring.dcgm_targets(hosts, port)
+
+
+@_filter
 def vllm_pinned_gpus(records):
     """Instance records → {GPU index or UUID: [instance names]} (the GPU collector's pinned GPUs)."""
     from vllm_deploy import monitoring
@@ -722,6 +731,7 @@ class FilterModule:
             "vllm_plan_textfile": vllm_plan_textfile,
             "vllm_scrape_targets": vllm_scrape_targets,
             "vllm_monitoring_fleet": vllm_monitoring_fleet,
+            "vllm_dcgm_targets": vllm_dcgm_targets,
             "vllm_pinned_gpus": vllm_pinned_gpus,
             "vllm_status_table": vllm_status_table,
             "vllm_dpkg_query_argv": vllm_dpkg_query_argv,

@@ -260,6 +260,112 @@ def test_the_status_table_has_a_row_per_instance_with_state_plan_and_gpu_memory(
     assert rows[4][:3] == ["node2", "gone", "other"] and rows[4][-2:] == ["-", "-"]  # GPU 7 not on the node, no start
 
 
+def _rotation_column(table: str) -> dict[tuple[str, str], str]:
+    """(host, instance) → the "in rotation" cell, sliced at the header's column (cells hold spaces)."""
+    lines = table.splitlines()
+    start = lines[0].index("in rotation")
+    end = lines[0].index("KV tokens planned/actual")
+    return {tuple(line.split()[:2]): line[start:end].strip() for line in lines[2:]}
+
+
+def test_the_in_rotation_column_is_the_gateways_view_of_each_instance():
+    """The gateway JSON is vllm-gateway-ctl's real output against HAProxy 2.6 (see SOURCES.md):
+    one server up, one down (nothing listens), one drained, one in maintenance."""
+    gateway = json.loads(fixture("vllm-gateway-ctl-status.json").read_text())
+    models = {"tiny": {"served_name": "tiny-llama"}}
+    nodes = [
+        {"host": "node1", "models": models, "gateway": gateway,
+         "instances": [{"name": "tiny", "model": "tiny", "port": 8000}, {"name": "second", "model": "tiny", "port": 8001}]},
+        {"host": "node2", "models": models, "gateway": gateway,
+         "instances": [{"name": "tiny", "model": "tiny", "port": 8000}, {"name": "third", "model": "tiny", "port": 8002},
+                       {"name": "new", "model": "tiny", "port": 8003}]},
+    ]
+    assert _rotation_column(monitoring.status_table(nodes)) == {
+        ("node1", "tiny"): "yes",
+        ("node1", "second"): "no (DRAIN)",
+        ("node2", "tiny"): "no (DOWN)",
+        ("node2", "third"): "no (MAINT)",
+        ("node2", "new"): "no (not in gateway)",   # added by a deploy the gateway play has not rendered yet
+    }
+
+
+@pytest.mark.parametrize("gateway, cell", [
+    (None, "-"),                                                     # no gateway in the inventory
+    ({"ok": False, "message": "HAProxy's runtime API at /run/haproxy/admin.sock does not answer"}, "unknown (gateway did not answer)"),
+    ({"ok": True, "servers": {"model_m/node1__a": {"status": "UP 1/2", "inflight": 3, "total": 9}}}, "yes"),  # going down, still serving
+    ({"ok": True, "servers": {"model_m/node1__a": {"status": "MAINT (via model_m/other)", "inflight": 0, "total": 0}}}, "no (MAINT)"),
+])
+def test_the_in_rotation_cell_without_a_gateway_or_an_answer(gateway, cell):
+    node = {"host": "node1", "models": {"a": {"served_name": "m"}}, "instances": [{"name": "a", "model": "a", "port": 1}]}
+    if gateway is not None:
+        node["gateway"] = gateway
+    assert _rotation_column(monitoring.status_table([node])) == {("node1", "a"): cell}
+
+
+def _units(**ids) -> str:
+    """The real `systemctl show` capture with its units renamed: running=, dead= name the unit that
+    gets the running service's block and the one that gets the dead oneshot's."""
+    text = fixture("systemctl-show-vllm-units.txt").read_text()
+    blocks = {"running": "Id=prometheus.service", "dead": "Id=vllm-pinned.service"}
+    out = []
+    for block in text.strip().split("\n\n"):
+        for kind, unit in ids.items():
+            if blocks[kind] in block:
+                out.append(block.replace(blocks[kind], f"Id={unit}.service"))
+    return "\n\n".join(out) + "\n"
+
+
+def _rows(table: str) -> dict[str, list[str]]:
+    """instance → its row's cells, sliced at the header's columns (cells hold spaces)."""
+    lines = table.splitlines()
+    starts = [lines[0].index(c) for c in monitoring.STATUS_COLUMNS]
+
+    def cells(line):
+        return [line[a:b].strip() for a, b in zip(starts, starts[1:] + [None])]
+    return {cells(line)[1]: cells(line) for line in lines[2:]}
+
+
+MN_MODELS = {"tiny": {"served_name": "tiny-llama"}, "m": {"served_name": "other"}}
+
+
+def test_a_multi_node_instance_is_one_row_with_its_hosts_and_its_down_rank():
+    entry = {"name": "tiny", "model": "tiny", "hosts": ["node1", "node2"], "gpus": [0, 1], "port": 8000}
+    gateway = json.loads(fixture("vllm-gateway-ctl-status.json").read_text())
+    gpus = [{"index": 0, "memory_used_mib": 20000, "memory_total_mib": 24564},
+            {"index": 1, "memory_used_mib": 21000, "memory_total_mib": 24564}]
+    nodes = [
+        {"host": "node1", "models": MN_MODELS, "gateway": gateway, "multinode": [entry], "gpus": gpus,
+         "instances": [{"name": "solo", "model": "m", "port": 8100}],
+         "systemctl": _units(running="vllm-tiny", dead="vllm-solo"),
+         "plans": {"tiny": {"planned": {"kv_cache_tokens": 4000}, "actual": {"kv_cache_tokens": 3990}}}},
+        {"host": "node2", "models": MN_MODELS, "gateway": gateway, "multinode": [entry], "gpus": gpus[:1],
+         "instances": [], "systemctl": _units(dead="vllm-tiny"), "plans": {}},
+    ]
+    rows = _rows(monitoring.status_table(nodes))
+    assert sorted(rows) == ["solo", "tiny"]                      # one row for both ranks, beside node1's own instance
+    host, _, model, port, state, rotation, kv, memory, since = rows["tiny"]
+    assert (host, model, port) == ("node1+node2", "tiny-llama", "8000")
+    assert state == "active (running); rank 1 (node2): inactive (dead)"
+    # its gateway server is rank 0's (node1__tiny: UP in the capture), not node2__tiny (DOWN there)
+    assert rotation == "yes"
+    assert kv == "4000/3990"
+    assert memory == "node1 GPU 0: 20000/24564 MiB; node1 GPU 1: 21000/24564 MiB; node2 GPU 0: 20000/24564 MiB"
+    assert since.startswith("Tue 2026-12-01 08:18:07")
+    assert rows["solo"][0] == "node1" and rows["solo"][4] == "inactive (dead)"
+
+
+def test_a_ray_worker_rank_is_read_from_its_ray_unit_and_a_rank_outside_the_run_is_unknown():
+    entry = {"name": "big", "model": "m", "hosts": ["node1", "node2", "node3"], "gpus": [], "port": 8000, "backend": "ray"}
+    nodes = [
+        {"host": "node2", "models": MN_MODELS, "multinode": [entry], "systemctl": _units(running="ray-big", dead="vllm-big")},
+        {"host": "node1", "models": MN_MODELS, "multinode": [entry], "systemctl": _units(running="vllm-big")},
+    ]  # node3 was not reached (-l, or down)
+    row = _rows(monitoring.status_table(nodes))["big"]
+    assert row[0] == "node1+node2+node3" and row[2] == "other"
+    assert row[4] == "active (running); rank 2 (node3): unknown (not in this run)"  # node2's ray worker runs
+    assert row[5] == "-" and row[6] == "-" and row[7] == "CPU"
+
+
 def test_the_role_passes_its_argument_spec_on_an_inventory_without_monitoring_hosts(tmp_path):
     """Most fleets have no vllm_monitoring host: the role (run by every deploy) must then do nothing,
     and its defaults, which the argument-spec check templates, must not need that group."""
