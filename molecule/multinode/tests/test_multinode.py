@@ -102,7 +102,11 @@ def test_a_killed_headless_rank_fails_the_gate_is_named_and_the_instance_comes_b
     assert run.returncode != 0, out[-3000:]
     assert "mol-mn-node1: instance tiny-pp (vllm-tiny-pp) did not pass the gate" in out, out[-4000:]
     assert "Diagnosis: lost_rank — the instance lost rank 1 on mol-mn-node2" in out, out[-4000:]
-    # systemd restarted the killed rank; the rank watch restarted rank 0 so that both meet again.
+    # systemd restarts the killed rank (RestartSec=10: the failed gate can be quicker than that); the
+    # rank watch restarts rank 0 so that both meet again.
+    deadline = time.time() + 60
+    while time.time() < deadline and int(prop(tail, UNIT, "NRestarts")) < 1:
+        time.sleep(2)
     assert int(prop(tail, UNIT, "NRestarts")) >= 1
     deadline = time.time() + 420
     while time.time() < deadline:
