@@ -53,6 +53,33 @@ def test_api_key_is_enforced(host, name):
     assert status == 401
 
 
+GATEWAY_PORT = 18480
+GATEWAY_KEY = "molecule-gw-key-compose-41a9"
+GATEWAY_CTL = "/usr/local/libexec/vllm-deploy/vllm-gateway-ctl"
+
+
+def gateway_servers(host):
+    """HAProxy's view of the two containers: {'backend/server': {status, inflight, total}}."""
+    return json.loads(host.check_output(f"{GATEWAY_CTL} status"))["servers"]
+
+
+def test_the_gateway_balances_over_both_compose_containers(host):
+    """The fleet's one endpoint in Compose mode (issue 11): both containers in rotation, a completion
+    through the gateway with a gateway key (never the engine's), and both containers take requests."""
+    before = gateway_servers(host)
+    assert sorted(before) == ["model_tiny-llama/mol-compose-node__img-a", "model_tiny-llama/mol-compose-node__img-b"], before
+    assert all(s["status"] == "UP" for s in before.values()), before
+    for _ in range(8):
+        status, payload = engine_http(host, "/v1/completions", GATEWAY_PORT,
+                                      {"model": "tiny-llama", "prompt": "Hello", "max_tokens": 2}, key=GATEWAY_KEY)
+        assert status == 200, payload
+        assert json.loads(payload)["usage"]["completion_tokens"] == 2
+    after = gateway_servers(host)
+    assert all(after[name]["total"] > before[name]["total"] for name in before), (before, after)
+    status, _ = engine_http(host, "/v1/completions", GATEWAY_PORT, {"model": "tiny-llama", "prompt": "Hi"}, key=API_KEY)
+    assert status == 401  # the engines' own key is not a gateway key
+
+
 @pytest.mark.parametrize("name", INSTANCES)
 def test_owning_unit_is_active_and_enabled(host, name):
     unit = host.service(f"vllm-{name}")
@@ -185,7 +212,8 @@ def test_a_version_that_cannot_start_is_rolled_back_and_the_previous_serves(host
     assert "img-a failed its gate at health" in out, out[-3000:]
     assert "max_len_over_model_limit" in out                       # diagnosed from the container's log
     assert "Rolled back: vllm-img-a serves the previous version again (gate passed)." in out, out[-3000:]
-    assert API_KEY not in out and HF_TOKEN not in out
+    assert "mol-compose-node__img-a drained:" in out, out[-3000:]      # out of rotation before the restart
+    assert API_KEY not in out and HF_TOKEN not in out and GATEWAY_KEY not in out
     assert host.file(compose_file).sha256sum == before
     command = container(host, "img-a")["Config"]["Cmd"]
     assert command[command.index("--max-model-len") + 1] == "256"
@@ -193,6 +221,7 @@ def test_a_version_that_cannot_start_is_rolled_back_and_the_previous_serves(host
                            {"model": "tiny-llama", "prompt": "Hello", "max_tokens": 2})
     assert status == 200 and json.loads(payload)["usage"]["completion_tokens"] == 2
     assert container(host, "img-b")["Id"] == other
+    assert all(s["status"] == "UP" for s in gateway_servers(host).values())  # the previous version back in rotation
 
 
 def test_rebuild_node_stops_a_compose_node_and_serves_it_again_through_the_same_chain(host):
