@@ -251,8 +251,12 @@ def test_rebuild_node_stops_a_compose_node_and_serves_it_again_through_the_same_
 
 def test_an_instance_that_left_the_inventory_is_taken_down_and_its_files_removed(host):
     """Same as systemd mode: img-b leaves the inventory; its container, owning unit, Compose project
-    and secrets go, while img-a keeps serving in the same container."""
-    kept = container(host, "img-a")["Id"]
+    and secrets go, while img-a keeps serving. On this CPU node img-a computed on its share of the
+    node's cores (vllm_deploy/cpus.py); alone it gets them all back (vLLM's own binding), so its
+    container is replaced through the rollout, gated, and serves."""
+    before = container(host, "img-a")
+    share = [e for e in before["Config"]["Env"] if e.startswith("VLLM_CPU_OMP_THREADS_BIND=")]
+    assert share and share[0].split("=", 1)[1].startswith("0"), before["Config"]["Env"]  # its first share beside img-b
     only_a = [i for i in _instances() if i["name"] == "img-a"]
     run = ansible_playbook("-e", json.dumps({"vllm_instances": only_a}))
     assert run.returncode == 0, run.stdout[-3000:]
@@ -261,6 +265,9 @@ def test_an_instance_that_left_the_inventory_is_taken_down_and_its_files_removed
     for gone in ("/etc/systemd/system/vllm-img-b.service", "/etc/vllm/compose/img-b", "/etc/vllm/img-b.env"):
         assert not host.file(gone).exists, gone
     assert host.run("systemctl is-enabled vllm-img-b.service").rc != 0
-    assert container(host, "img-a")["Id"] == kept
+    after = container(host, "img-a")
+    assert not [e for e in after["Config"]["Env"] if e.startswith("VLLM_CPU_OMP_THREADS_BIND=")], after["Config"]["Env"]
+    assert after["Id"] != before["Id"]
+    assert "img-a drained:" in " ".join(run.stdout.split())  # out of the gateway's rotation before its restart
     status, _ = http(host, "/v1/completions", INSTANCES["img-a"]["port"], {"model": "tiny-llama", "prompt": "Hi", "max_tokens": 1})
     assert status == 200
