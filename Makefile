@@ -22,7 +22,7 @@ VLLM_ARGS_VENV ?= /var/tmp/vllm-args-venv
 STAGING   := -i inventory/staging/hosts.yml
 
 .PHONY: help setup prereqs node-image wheelhouse staging staging-down test test-unit test-rules lint syntax collection-check molecule \
-        bench-deploy bench-planner bench-diagnose bench-inputs bench-image bench-gateway python-base vllm-args check-vllm-args
+        bench-deploy bench-rollout bench-planner bench-diagnose bench-inputs bench-image bench-gateway python-base vllm-args check-vllm-args
 
 help:  ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -56,10 +56,13 @@ staging: node-image wheelhouse  ## Two local container nodes serving a real vLLM
 staging-down:  ## Remove the staging nodes
 	ansible-playbook $(STAGING) playbooks/staging-down.yml
 
-test: test-unit test-rules lint syntax collection-check check-vllm-args molecule  ## Everything CI runs: unit tests, alert-rule tests, linters, syntax check, collection check, vLLM's argument list, molecule scenarios
+test:  ## Everything CI runs: unit tests, alert-rule tests, linters, syntax check, collection check, vLLM's argument list, molecule scenarios; then each part's time
+	@SCENARIOS="$(SCENARIOS)" bash scripts/test-all.sh
 
-test-unit: setup  ## pytest: planner, nvidia-smi parsing, diagnosis, compatibility, instance records
-	$(PY) -m pytest tests/unit -q
+# On every core (pytest-xdist); PYTEST_WORKERS=0 runs them in one process.
+PYTEST_WORKERS ?= auto
+test-unit: setup  ## pytest: planner, nvidia-smi parsing, diagnosis, compatibility, instance records (on every core)
+	$(PY) -m pytest tests/unit -q -n $(PYTEST_WORKERS)
 
 # The rules file is a template (thresholds from the inventory): rendered with the role's defaults,
 # which tests/promtool/vllm-deploy.test.yml assumes. promtool comes with Debian's prometheus package.
@@ -99,6 +102,9 @@ bench-image: node-image wheelhouse  ## Slim, text-only and naive vLLM images: si
 
 bench-gateway: staging  ## Gateway vs straight to an engine on staging: median/p99 one-token latency, streaming tokens/s
 	$(PY) scripts/bench_gateway.py inventory/staging
+
+bench-rollout: staging  ## A fleet-wide change rolled out on staging under load: each instance's time out of rotation, the rollout's time; a 100x4 fleet's plan
+	$(PY) scripts/bench_rollout.py inventory/staging
 
 bench-planner: setup  ## Planner vs real vLLM startup logs (tests/fixtures/calibration)
 	$(PY) scripts/bench_planner.py
