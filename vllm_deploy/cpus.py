@@ -119,3 +119,19 @@ def bindings(instances: list[dict[str, Any]], allowed: list[int] | None) -> dict
             if _world_size(inst.get("flags") or {}) == 1:
                 out[inst["name"]] = str(free[i % len(free)])
     return out
+
+
+def node_share(allowed: Any, nodes: int, index: int) -> str:
+    """The cores node `index` of `nodes` containers on one machine owns (Docker's --cpuset-cpus).
+
+    `allowed` is the machine's allowed core list ('0-3' or [0, 1, 2, 3]). Contiguous shares in node
+    order, as even as they go; with more nodes than cores, node i gets core i mod n. Staging nodes
+    that share every core stall each other's engines (see the module docstring)."""
+    cores = parse_cpu_list(allowed) if isinstance(allowed, str) else sorted(set(int(c) for c in allowed))
+    if not cores or nodes < 1 or not 0 <= index < nodes:
+        raise ValueError(f"no share for node {index} of {nodes} on cores {allowed!r}")
+    if nodes > len(cores):
+        return str(cores[index % len(cores)])
+    base, extra = divmod(len(cores), nodes)
+    start = index * base + min(index, extra)
+    return format_cpu_list(cores[start:start + base + (1 if index < extra else 0)])

@@ -91,3 +91,21 @@ def test_the_binding_cannot_be_set_under_env():
 def test_good_cpus_values_pass():
     for value in ([0, 1], "0-3", "0-3|4-7"):
         assert instances.validate_inventory(MODELS, [inst("a", 8000, cpus=value)], host="node1") == []
+
+
+@pytest.mark.parametrize("allowed, nodes, expected", [
+    ("0-1", 2, ["0", "1"]),                     # this project's 2-core machines: staging's two nodes
+    ("0-15", 2, ["0-7", "8-15"]),
+    ("0-4", 2, ["0-2", "3-4"]),                 # uneven: the first node gets the extra core
+    ([0, 1, 2], 3, ["0", "1", "2"]),
+    ("0", 2, ["0", "0"]),                       # more nodes than cores: they share, round-robin
+    ("2-3,6", 2, ["2-3", "6"]),                 # a machine whose allowed cores have a gap
+])
+def test_each_staging_node_owns_its_share_of_the_machine(allowed, nodes, expected):
+    assert [cpus.node_share(allowed, nodes, i) for i in range(nodes)] == expected
+
+
+@pytest.mark.parametrize("allowed, nodes, index", [("0-1", 0, 0), ("0-1", 2, 2), ([], 1, 0)])
+def test_no_share_is_made_up(allowed, nodes, index):
+    with pytest.raises(ValueError, match="no share"):
+        cpus.node_share(allowed, nodes, index)
