@@ -688,6 +688,141 @@ def vllm_tuned_instances(vllm_instances, name, tuned):
     return bench.tuned_instances(vllm_instances, str(name), tuned)
 
 
+# The rollout's waves: which changed instances of the fleet restart together (vllm_deploy.waves).
+@_filter
+def vllm_rollout_replicas(view):
+    """{host: {records, changed, reachable, out_of_rotation}} → one replica per engine (a multi-node instance once)."""
+    from vllm_deploy import waves
+
+    _expect(view, (dict,), "the fleet view")
+    return waves.fleet_replicas(instances._plain(view or {}))
+
+
+@_filter
+def vllm_rollout_waves(replicas, max_unavailable=1, canary=True, canary_ids=None, may_go_dark=None):
+    """vllm_rollout_replicas' list → the rollout plan (waves, canary, skipped, blocked, dark, budget), and its
+    `lines` as the deploy prints them before the first restart."""
+    from vllm_deploy import waves
+
+    _expect(replicas, (list,), "the replicas")
+    _expect(canary, (bool,), "canary")
+    _expect(canary_ids, (list, str), "vllm_rollout_canary")
+    _expect(may_go_dark, (list, str), "vllm_rollout_may_go_dark")
+    plan = waves.plan_waves(instances._plain(replicas or []), max_unavailable=instances._plain(max_unavailable),
+                            canary=True if canary is None else canary, canary_ids=instances._plain(canary_ids),
+                            may_go_dark=instances._plain(may_go_dark) or [])
+    return {**plan, "lines": waves.wave_lines(plan)}
+
+
+@_filter
+def vllm_rollout_errors(values, host=""):
+    """Every problem with the rollout's inputs (budget, canaries, models that may go dark), one line each."""
+    from vllm_deploy import waves
+
+    _expect(values, (dict,), "the rollout's inputs")
+    _expect(host, (str,), "host")
+    return waves.rollout_errors(instances._plain(values or {}), host=host)
+
+
+@_filter
+def vllm_rollout_canary_servers(canary_ids, hostvars):
+    """The gateway servers (backend/server) of the plan's single-host canaries ("HOST/NAME")."""
+    from vllm_deploy import gateway
+
+    _expect(canary_ids, (list,), "the canaries")
+    out = []
+    for rid in canary_ids or []:
+        host, _, name = str(rid).partition("/")
+        records = [r for r in instances._plain(hostvars[host].get("vllm_plan_instances") or []) if r["name"] == name]
+        if records and "multinode" not in records[0]:
+            out.append(gateway.server_ref(records[0], host))
+    return out
+
+
+@_filter
+def vllm_rebuild_batch_problems(hosts, hostvars, serial=1, max_unavailable=1, may_go_dark=None):
+    """rebuild-node.yml's batches (`serial` hosts at a time, in play order) checked against the rollout's
+    budget, from the inventory alone: one line per batch that takes too many replicas of a model out."""
+    from vllm_deploy import gateway, waves
+
+    _expect(hosts, (list,), "the play's hosts")
+    hosts = list(hosts or [])
+    size = str(serial).strip()
+    if size.endswith("%"):
+        size = max(1, int(len(hosts) * float(size[:-1]) / 100))
+    else:
+        size = int(size)
+    if size < 1:
+        raise ValueError(f"rebuild_node_serial: {serial!r} must be a count >= 1 or a percentage like 25%")
+    view = {}
+    for host in hosts:
+        facts = hostvars[host]
+        view[host] = {"records": gateway.node_records(instances._plain(facts.get("vllm_instances") or []),
+                                                      instances._plain(facts.get("vllm_models") or {}),
+                                                      instances._plain(facts.get("vllm_multinode_instances") or []), host)}
+    replicas = waves.fleet_replicas(view)
+    batches = [hosts[i:i + size] for i in range(0, len(hosts), size)]
+    return waves.node_batch_problems(replicas, batches, max_unavailable=instances._plain(max_unavailable),
+                                     may_go_dark=instances._plain(may_go_dark) or [])
+
+
+@_filter
+def vllm_node_cpu_share(allowed, nodes, index):
+    """The cores container node `index` of `nodes` on one machine owns (Docker's --cpuset-cpus), from the
+    machine's allowed core list ('0-3' or [0, 1, 2, 3])."""
+    from vllm_deploy import cpus
+
+    _expect(allowed, (str, list), "the machine's cores")
+    return cpus.node_share(allowed, int(nodes), int(index))
+
+
+@_filter
+def vllm_rollout_view(hosts, hostvars, reachable):
+    """The fleet view vllm_rollout_replicas reads, from every play host's records, changed names
+    (`__vllm_serve_changed_names`) and changed instances not running (`__vllm_serve_not_serving`: out
+    of rotation, started in the first wave); a host not in `reachable` (failed or unreachable) is down."""
+    _expect(hosts, (list,), "the play's hosts")
+    _expect(reachable, (list,), "the reachable hosts")
+    view = {}
+    for host in hosts or []:
+        facts = hostvars[host]
+        view[host] = {"records": instances._plain(facts.get("vllm_plan_instances") or []),
+                      "changed": list(facts.get("__vllm_serve_changed_names") or []),
+                      "out_of_rotation": list(facts.get("__vllm_serve_not_serving") or []),
+                      "reachable": host in (reachable or [])}
+    return view
+
+
+@_filter
+def vllm_rollout_host_wave(records, wave, host):
+    """The host's records that restart in this wave, in the wave's order."""
+    from vllm_deploy import waves
+
+    _expect(records, (list,), "the host's records")
+    _expect(wave, (list,), "the wave")
+    return waves.host_wave(instances._plain(records or []), list(wave or []), str(host))
+
+
+@_filter
+def vllm_rollout_slots(wave):
+    """How many instances the busiest host of the wave restarts (one after another)."""
+    from vllm_deploy import waves
+
+    _expect(wave, (list,), "the wave")
+    return waves.wave_slots(list(wave or []))
+
+
+@_filter
+def vllm_rollout_not_restarted(records, changed, restarted, host):
+    """The host's changed records the rollout did not restart (their files go back when it stops)."""
+    from vllm_deploy import waves
+
+    _expect(records, (list,), "the host's records")
+    _expect(changed, (list,), "the changed instances")
+    _expect(restarted, (list,), "the restarted instances")
+    return waves.not_restarted(instances._plain(records or []), list(changed or []), list(restarted or []), str(host))
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -758,4 +893,14 @@ class FilterModule:
             "vllm_bench_progress": vllm_bench_progress,
             "vllm_tune_candidates": vllm_tune_candidates,
             "vllm_tuned_instances": vllm_tuned_instances,
+            "vllm_rollout_replicas": vllm_rollout_replicas,
+            "vllm_rollout_waves": vllm_rollout_waves,
+            "vllm_rollout_view": vllm_rollout_view,
+            "vllm_rollout_errors": vllm_rollout_errors,
+            "vllm_node_cpu_share": vllm_node_cpu_share,
+            "vllm_rebuild_batch_problems": vllm_rebuild_batch_problems,
+            "vllm_rollout_canary_servers": vllm_rollout_canary_servers,
+            "vllm_rollout_host_wave": vllm_rollout_host_wave,
+            "vllm_rollout_slots": vllm_rollout_slots,
+            "vllm_rollout_not_restarted": vllm_rollout_not_restarted,
         }
