@@ -31,20 +31,22 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from bench_gateway import load_staging  # noqa: E402
 from vllm_deploy import waves  # noqa: E402
 
 CTL = "/usr/local/libexec/vllm-deploy/vllm-gateway-ctl"
 
 
 def staging(inv: Path) -> dict:
+    """What the staging inventory says: the gateway (bench_gateway's reading of it), the group's
+    instances and served names, the gateway's node."""
+    gateway = load_staging(inv)["gateway"][0]
     hosts = yaml.safe_load((inv / "hosts.yml").read_text())["all"]["children"]
-    nodes = hosts["gpu-nodes"]["hosts"]
-    gateway_host = next(iter(hosts["vllm_gateway"]["hosts"]))
     group = yaml.safe_load((inv / "group_vars/gpu-nodes/vllm.yml").read_text())
-    key = yaml.safe_load((inv / "group_vars/vllm_gateway/vault.yml").read_text())["vault_gateway_key_staging"]
     return {"instances": group["vllm_instances"], "models": sorted(m.get("served_name", n) for n, m in group["vllm_models"].items()),
-            "gateway_host": gateway_host, "url": f"http://127.0.0.1:{nodes[gateway_host]['staging_gateway_published_port']}",
-            "key": key, "nodes": list(nodes)}
+            "gateway_host": next(iter(hosts["vllm_gateway"]["hosts"])), "url": f"http://{gateway[0]}:{gateway[1]}", "key": gateway[2]}
 
 
 class Watch(threading.Thread):
