@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -63,6 +64,11 @@ def deploy(extra_vars=None):
     return run.returncode, run.output
 
 
+def deploy_check(extra_vars):
+    run = helpers.ansible_playbook("--check", "--diff", "-e", json.dumps(extra_vars), timeout=1500)
+    return run.returncode, run.output
+
+
 def start_load(url, requests, workdir, stop=True, pause=0.0):
     progress = Path(workdir) / "progress.json"
     stop_file = Path(workdir) / "stop"
@@ -101,8 +107,8 @@ def test_models_lists_the_fleets_served_names(gateway_url):
 
 def test_each_model_is_served_by_its_instances_on_both_nodes(host, gateway_url):
     before = {k: v for k, v in servers(host).items()}
-    assert set(before) == {"model_tiny-a/mol-gw-node1__a", "model_tiny-a/mol-gw-node2__d",
-                           "model_tiny-b/mol-gw-node1__b", "model_tiny-b/mol-gw-node2__c"}
+    assert set(before) == {"model_tiny-a/mol-gw-node1__a", "model_tiny-a/mol-gw-node2__a",
+                           "model_tiny-b/mol-gw-node1__b", "model_tiny-b/mol-gw-node2__b"}
     assert all(s["status"] == "UP" for s in before.values()), before
     for model in MODELS:
         for _ in range(4):
@@ -122,7 +128,7 @@ def test_the_gateway_exports_each_server_s_state_for_prometheus(host):
         text = resp.read().decode()
     up = {line.split('server="')[1].split('"')[0] for line in text.splitlines()
           if line.startswith("haproxy_server_status{") and 'state="UP"' in line and line.endswith(" 1")}
-    assert up == {"mol-gw-node1__a", "mol-gw-node1__b", "mol-gw-node2__c", "mol-gw-node2__d"}, up
+    assert up == {"mol-gw-node1__a", "mol-gw-node1__b", "mol-gw-node2__a", "mol-gw-node2__b"}, up
 
 
 def test_streaming_arrives_as_chunks_ending_with_done(gateway_url):
@@ -210,12 +216,12 @@ def test_key_files_are_closed_and_keys_stay_out_of_config_and_logs(host):
 
 
 def test_an_open_engine_without_an_api_key_is_refused_before_any_change(node2):
-    before = node2.file("/etc/systemd/system/vllm-c.service").sha256sum
+    before = node2.file("/etc/systemd/system/vllm-a.service").sha256sum
     rc, out = deploy(extra_vars={"vault_vllm_api_key": ""})
     assert rc != 0
-    assert ("mol-gw-node2: vllm_instances[0].bind: instance c listens on 0.0.0.0 (beyond localhost) without an API key"
+    assert ("mol-gw-node2: vllm_bind: instance a listens on 0.0.0.0 (beyond localhost) without an API key"
             " — set vault_vllm_api_key") in out
-    assert node2.file("/etc/systemd/system/vllm-c.service").sha256sum == before
+    assert node2.file("/etc/systemd/system/vllm-a.service").sha256sum == before
 
 
 def test_a_malformed_gateway_key_is_refused_naming_it(host):
@@ -230,7 +236,7 @@ def test_each_engine_computes_on_the_cores_its_node_allows(host, node2):
     """vLLM's own start-up log says where each engine's compute thread runs: on its node's own core
     (the scenario gives node1 core 0, node2 core 1), bound by the deploy (vllm_deploy/cpus.py), not
     by vLLM's `auto`, which picks NUMA node 0's cores whatever the node may use."""
-    for node, units, core in ((host, ("vllm-a", "vllm-b"), "[0]"), (node2, ("vllm-c", "vllm-d"), "[1]")):
+    for node, units, core in ((host, ("vllm-a", "vllm-b"), "[0]"), (node2, ("vllm-a", "vllm-b"), "[1]")):
         for unit in units:
             lines = node.check_output(f"journalctl -u {unit} --no-pager -o cat | grep -E 'VLLM_CPU_OMP_THREADS_BIND=|local_rank=0, core ids=' | tail -n 2")
             assert "core ids=" in lines, f"{unit}: vLLM logged no OpenMP binding"
@@ -239,9 +245,62 @@ def test_each_engine_computes_on_the_cores_its_node_allows(host, node2):
             assert "auto_setup=False" in lines, lines
 
 
+class RotationWatch:
+    """Reads the gateway's table every half second while a deploy runs (docker exec on node1, from
+    this machine) and keeps, per model, the most of its servers out of rotation at one reading."""
+
+    def __init__(self, node="mol-gw-node1"):
+        self.node, self.most_out, self.seen_out, self.readings = node, {}, set(), 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            run = subprocess.run(["docker", "exec", self.node, CTL, "status"], capture_output=True, text=True, timeout=30)
+            if run.returncode == 0:
+                table = json.loads(run.stdout)["servers"]
+                self.readings += 1
+                out = {}
+                for ref, server in table.items():
+                    backend = ref.split("/", 1)[0]
+                    out.setdefault(backend, 0)
+                    if not server["status"].startswith("UP"):
+                        out[backend] += 1
+                        self.seen_out.add(ref)
+                for backend, count in out.items():
+                    self.most_out[backend] = max(self.most_out.get(backend, 0), count)
+            self._stop.wait(0.5)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(timeout=60)
+
+
+def pids(node, units=("vllm-a", "vllm-b")):
+    return {unit: node.check_output(f"systemctl show -p MainPID --value {unit}") for unit in units}
+
+
+def test_check_mode_prints_the_rollout_plan_and_restarts_nothing(host, node2):
+    """--check --diff of the same group-wide change: the plan the real run will follow, nothing restarted."""
+    before = {"node1": pids(host), "node2": pids(node2)}
+    rc, out = deploy_check(extra_vars={"gateway_max_num_seqs": 6})
+    assert rc == 0, out[-4000:]
+    assert "Rollout plan: 2 waves for 4 changed instances (budget: 1 replica of each model per wave)" in out, out[-4000:]
+    assert "wave 1 (canary): mol-gw-node1/a, mol-gw-node2/b" in out and "wave 2: mol-gw-node1/b, mol-gw-node2/a" in out
+    assert "vllm-a would be restarted with the new version and gated" in out
+    assert {"node1": pids(host), "node2": pids(node2)} == before
+    assert "--max-num-seqs 8" in node2.check_output("systemctl show -p ExecStart --value vllm-a")
+
+
 def test_a_rollout_of_every_instance_under_load_loses_no_request(host, node2, gateway_url):
-    """max_num_seqs 8 → 6 on all four instances, one after the other per node, while 4 clients stream
-    and not through the gateway: every request sent completes, none retried by the client."""
+    """README's layout: max_num_seqs 8 → 6 for the whole group (all four instances) while 4 clients
+    stream and not through the gateway. The deploy plans waves for the fleet (the canary first: one
+    replica of each model, which serves the load before the rest restart), never has both replicas of
+    a model out of rotation, and every request sent completes."""
     worker_before = host.check_output("pgrep -f -n '^/usr/sbin/haproxy'")
     since = float(host.check_output("date +%s"))
     with tempfile.TemporaryDirectory() as work:
@@ -251,25 +310,36 @@ def test_a_rollout_of_every_instance_under_load_loses_no_request(host, node2, ga
         proc, stop = start_load(gateway_url, 12000, work, pause=0.3)
         started = time.monotonic()
         try:
-            rc, out = deploy(extra_vars={"gateway_max_num_seqs": 6})
+            with RotationWatch() as watch:
+                rc, out = deploy(extra_vars={"gateway_max_num_seqs": 6})
             rollout_seconds = time.monotonic() - started
             load_outlasted_rollout = proc.poll() is None
         finally:
             stop.touch()
         result = finish_load(proc)
     print(f"\nrollout under load ({rollout_seconds:.0f} s): {json.dumps(result)}")
+    print(f"most servers of a model out of rotation at once: {watch.most_out} ({watch.readings} readings)")
     if result["failed"]:
         print("gateway log (not 200):\n" + "\n".join(gateway_log(host, since)))
     assert rc == 0, out[-4000:]
-    for instance in ("a", "b", "c", "d"):
-        assert f"__{instance} drained:" in out, f"instance {instance} was not drained at the gateway"
+    assert "Rollout plan: 2 waves for 4 changed instances (budget: 1 replica of each model per wave)" in out, out[-4000:]
+    assert "wave 1 (canary): mol-gw-node1/a, mol-gw-node2/b" in out
+    assert "wave 2: mol-gw-node1/b, mol-gw-node2/a" in out
+    for canary in ("model_tiny-a/mol-gw-node1__a", "model_tiny-b/mol-gw-node2__b"):
+        assert f"canary {canary}: as good over 30" in out, out[-4000:]
+    for server in ("mol-gw-node1__a", "mol-gw-node1__b", "mol-gw-node2__a", "mol-gw-node2__b"):
+        assert f"{server} drained:" in out, f"{server} was not drained at the gateway"
     # (YAML output doubles the apostrophe of "gateway's": match up to it)
     assert out.count("in rotation: the gateway") >= 4, "not every instance was put back in rotation"
+    assert watch.seen_out == {"model_tiny-a/mol-gw-node1__a", "model_tiny-a/mol-gw-node2__a",
+                              "model_tiny-b/mol-gw-node1__b", "model_tiny-b/mol-gw-node2__b"}, watch.seen_out
+    assert watch.most_out == {"model_tiny-a": 1, "model_tiny-b": 1}, "a wave took both replicas of a model out"
     assert load_outlasted_rollout, f"the load ended before the rollout did: {result}"
     assert result["failed"] == 0, result
     assert result["complete"] == result["sent"] >= 40 and result["stream"] > 0 and result["non_stream"] > 0
-    for node, instance in ((host, "a"), (host, "b"), (node2, "c"), (node2, "d")):
-        assert "--max-num-seqs 6" in node.check_output(f"systemctl show -p ExecStart --value vllm-{instance}"), instance
+    for node in (host, node2):
+        for instance in ("a", "b"):
+            assert "--max-num-seqs 6" in node.check_output(f"systemctl show -p ExecStart --value vllm-{instance}"), instance
     # the instances changed, the gateway's table did not: no reload, the same worker served throughout
     assert host.check_output("pgrep -f -n '^/usr/sbin/haproxy'") == worker_before
     assert all(s["status"] == "UP" for s in servers(host).values())
