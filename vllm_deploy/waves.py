@@ -572,6 +572,7 @@ def node_batch_problems(replicas: list[dict[str, Any]], batches: list[list[str]]
     """rebuild-node.yml takes whole nodes down, a batch (`serial`) at a time: one line per batch that
     would take more of a model's replicas out of rotation than the budget allows, or a model's last
     one (the same rules as the rollout's waves; a multi-node instance is down with any of its hosts).
+    A batch of one node is never refused: nothing smaller can be rebuilt.
     `replicas`: fleet_replicas' list (every replica counts as changed: the rebuild stops them all)."""
     go_dark = set(_id_list(may_go_dark, DARK_VAR))
     total: dict[str, int] = {}
@@ -581,6 +582,10 @@ def node_batch_problems(replicas: list[dict[str, Any]], batches: list[list[str]]
         down[r["model"]] = down.get(r["model"], 0) + (not r["up"])
     problems = []
     for number, batch in enumerate(batches, 1):
+        # One node at a time is as few as a rebuild can take: what that node alone serves goes down
+        # with it whatever the budget (a model on one node only, like a single-node fleet).
+        if len(batch) < 2:
+            continue
         hosts = set(batch)
         taken: dict[str, list[str]] = {}
         for r in replicas:

@@ -701,14 +701,21 @@ def test_a_rebuild_batch_over_the_budget_is_named_with_the_fix():
 
 
 def test_a_rebuild_never_takes_a_models_last_replica_unless_it_may_go_dark():
-    view = uniform(2, "a")
-    view["h2"]["reachable"] = False
+    view = uniform(3, "a")
+    view["h3"]["reachable"] = False
     replicas = waves.fleet_replicas(view)
-    [line] = waves.node_batch_problems(replicas, [["h1"]], max_unavailable=2)
+    [line] = waves.node_batch_problems(replicas, [["h1", "h2"]], max_unavailable=3)
     assert "with 1 already down: its last replica in rotation" in line
-    assert waves.node_batch_problems(replicas, [["h1"]], max_unavailable=2, may_go_dark=["a"]) == []
+    assert waves.node_batch_problems(replicas, [["h1", "h2"]], max_unavailable=3, may_go_dark=["a"]) == []
     # one replica in the whole fleet: its node's rebuild is its outage, nothing else could serve it
     assert waves.node_batch_problems(waves.fleet_replicas(uniform(1, "a")), [["h1"]]) == []
+
+
+def test_one_node_at_a_time_is_never_refused():
+    """A single node serving a model twice (the compose scenario's layout): serial 1 is the least a
+    rebuild can do, so it goes on; what the node serves is down while it rebuilds."""
+    view = {"h1": {"records": [rec("img-a", "tiny"), rec("img-b", "tiny")]}}
+    assert waves.node_batch_problems(waves.fleet_replicas(view), [["h1"]]) == []
 
 
 def test_a_multi_node_instance_is_down_with_any_of_its_hosts():
