@@ -17,6 +17,10 @@ NODE_IMAGE ?= vllm-deploy/node:bookworm
 WHEELHOUSE ?= $(CURDIR)/.cache/wheelhouse
 export NODE_IMAGE WHEELHOUSE
 SCENARIOS ?= default resilience driver-upgrade compose gateway multinode
+# `make test` runs two lanes at once, each on its own half of the cores (scripts/test-all.sh): lane 2
+# starts with the checks. The scenarios named in neither lane need every core and run alone after.
+LANE1 ?= resilience default
+LANE2 ?= driver-upgrade compose
 # Throwaway venv (outside the repo) holding the pinned vLLM whose argument list is dumped.
 VLLM_ARGS_VENV ?= /var/tmp/vllm-args-venv
 STAGING   := -i inventory/staging/hosts.yml
@@ -57,7 +61,7 @@ staging-down:  ## Remove the staging nodes
 	ansible-playbook $(STAGING) playbooks/staging-down.yml
 
 test:  ## Everything CI runs: unit tests, alert-rule tests, linters, syntax check, collection check, vLLM's argument list, molecule scenarios; then each part's time
-	@SCENARIOS="$(SCENARIOS)" bash scripts/test-all.sh
+	@SCENARIOS="$(SCENARIOS)" LANE1="$(LANE1)" LANE2="$(LANE2)" bash scripts/test-all.sh
 
 # On every core (pytest-xdist); PYTEST_WORKERS=0 runs them in one process.
 PYTEST_WORKERS ?= auto

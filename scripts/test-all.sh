@@ -1,12 +1,25 @@
 #!/usr/bin/env bash
-# `make test`: every part CI runs, one after another, then each part's wall time (also when a part
-# failed). A failing check stops the run; the molecule scenarios all run, and the run fails if any did.
-# SCENARIOS (from the Makefile) lists the scenarios.
+# `make test`: every part CI runs, then each part's wall time (also when a part failed).
+#
+# Order: setup, node image and wheelhouse first (everything needs them). Then two lanes at once,
+# each with its own share of the machine's cores (on CI's 2 cores: one each): lane 1 and lane 2 hold
+# the checks and the scenarios whose nodes are content with one core (LANE1, LANE2 from the
+# Makefile); each of their nodes is pinned to its lane's cores (MOLECULE_NODE_CPUS, read by
+# molecule/shared/create.yml), so a busy engine in one lane never takes the other lane's core. A
+# scenario spends about half its time on one core (Python imports, one engine start after another,
+# pip, waits): measured on resilience's verify, the machine's two cores were 45 % idle. Last, one at
+# a time on every core, the scenarios that need more than one (SERIAL: the gateway's rollout under
+# load puts one node on each core, multinode's two pipeline ranks talk across two nodes).
+#
+# A failing check stops its lane; every scenario runs, and the run fails if any part failed.
+# SCENARIOS limits the scenarios run (the lanes keep only those it names). LANES=0 runs all in one lane.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-rows=()
+work=$(mktemp -d)
+trap 'summary; rm -rf "$work"' EXIT
 start=$(date +%s)
+
 part() {  # part NAME COMMAND...: run it, record its time and outcome
   local name=$1 t rc
   shift
@@ -14,25 +27,59 @@ part() {  # part NAME COMMAND...: run it, record its time and outcome
   echo "== test: $name"
   "$@"
   rc=$?
-  rows+=("$(printf '%-26s %6d s  %s' "$name" $(($(date +%s) - t)) "$([[ $rc == 0 ]] && echo ok || echo "FAILED (exit $rc)")")")
+  printf '%-36s %6d s  %s\n' "$name${LANE:+ ($LANE)}" $(($(date +%s) - t)) "$([[ $rc == 0 ]] && echo ok || echo "FAILED (exit $rc)")" >>"$work/rows"
+  ((rc == 0)) || echo "$name" >>"$work/failed"
   return $rc
 }
 summary() {
   echo "== time per part"
-  printf '  %s\n' "${rows[@]}"
-  printf '  %-26s %6d s\n' "total" $(($(date +%s) - start))
+  [[ -f $work/rows ]] && sed 's/^/  /' "$work/rows"
+  printf '  %-36s %6d s\n' "total" $(($(date +%s) - start))
 }
-trap summary EXIT
+checks() {  # the checks, in order; the first failure stops them
+  local target
+  for target in test-unit test-rules lint syntax collection-check check-vllm-args; do
+    part "$target" make --no-print-directory "$target" || return 1
+  done
+}
+scenarios() {  # scenarios NAME...: each one, whatever the others did
+  local s
+  for s in "$@"; do part "molecule $s" molecule test -s "$s"; done
+}
+wanted() {  # the names of "$@" that SCENARIOS lists
+  local s
+  for s in "$@"; do [[ " ${SCENARIOS:?} " == *" $s "* ]] && echo "$s"; done
+}
 
-for target in setup node-image wheelhouse test-unit test-rules lint syntax collection-check check-vllm-args; do
+for target in setup node-image wheelhouse; do
   part "$target" make --no-print-directory "$target" || exit 1
 done
-failed=()
-for s in ${SCENARIOS:?}; do
-  part "molecule $s" molecule test -s "$s" || failed+=("$s")
-done
-if ((${#failed[@]})); then
-  echo "molecule: failed scenarios: ${failed[*]}"
+
+mapfile -t lane1 < <(wanted ${LANE1:-})
+mapfile -t lane2 < <(wanted ${LANE2:-})
+mapfile -t serial < <(for s in $SCENARIOS; do [[ " ${LANE1:-} ${LANE2:-} " == *" $s "* ]] || echo "$s"; done)
+cpus=$(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status)
+
+if [[ ${LANES:-2} == 0 ]] || (($(nproc) < 2)); then
+  checks
+  scenarios "${lane1[@]}" "${lane2[@]}" "${serial[@]}"
+else
+  # Each lane's share of the cores, as staging splits them between its nodes (vllm_deploy/cpus.py).
+  share() { python -c "from vllm_deploy.cpus import node_share; print(node_share('$cpus', 2, $1))"; }
+  cpus1=$(share 0) cpus2=$(share 1)
+  echo "== test: two lanes at once: lane 1 on cores $cpus1 (${lane1[*]}), lane 2 on cores $cpus2 (checks ${lane2[*]})"
+  # Each line carries its lane; a lane's own output stays in order.
+  (LANE="lane 1" MOLECULE_NODE_CPUS=$cpus1 scenarios "${lane1[@]}" 2>&1 | sed -u 's/^/[lane 1] /') &
+  pid1=$!
+  ( (export LANE="lane 2"; checks && MOLECULE_NODE_CPUS=$cpus2 scenarios "${lane2[@]}") 2>&1 | sed -u 's/^/[lane 2] /') &
+  pid2=$!
+  wait "$pid1" "$pid2"
+  echo "== test: lanes done; now on every core: ${serial[*]}"
+  scenarios "${serial[@]}"
+fi
+
+if [[ -s $work/failed ]]; then
+  echo "make test: failed: $(paste -sd' ' "$work/failed")"
   exit 1
 fi
 echo "molecule: all scenarios passed: ${SCENARIOS}"
