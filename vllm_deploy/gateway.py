@@ -197,6 +197,17 @@ def engine_key_mismatches(fleet_keys: dict[str, str], gateway_key: str) -> list[
             for host, key in sorted(fleet_keys.items()) if key != gateway_key]
 
 
+def canary_figures(window: dict[str, Any]) -> str:
+    """What one side of a canary verdict served over the window, in words (the rollout prints it):
+    '120 requests, 0 errors, time to first token 14.2 ms, inter-token latency 5.1 ms (engine metrics)',
+    or the gateway's mean time per request where the engines' metrics were not read."""
+    text = f"{window.get('requests', 0)} requests, {window.get('errors', 0)} errors"
+    if window.get("latency_source") == "engine metrics":
+        return (f"{text}, time to first token {window.get('ttft_ms'):g} ms, "
+                f"inter-token latency {window.get('itl_ms'):g} ms (engine metrics)")
+    return f"{text}, {window.get('ttime_ms', 0)} ms per request (the gateway's average)"
+
+
 def node_records(vllm_instances: list[dict[str, Any]], vllm_models: dict[str, Any],
                  multinode_instances: list[dict[str, Any]] | None = None, host: str = "") -> list[dict[str, Any]]:
     """The part of each instance record the gateway names a server by, from the inventory alone

@@ -515,6 +515,15 @@ def vllm_gateway_server_ref(record, host):
 
 
 @_filter
+def vllm_canary_figures(window):
+    """One side of a canary verdict (vllm-gateway-ctl canary) in words, for the rollout's report."""
+    from vllm_deploy import gateway
+
+    _expect(window, (dict,), "the canary window")
+    return gateway.canary_figures(window or {})
+
+
+@_filter
 def vllm_gateway_node_records(vllm_instances, vllm_models, multinode_instances=None, host=""):
     """{name, model: {name, served_name}} per instance of the node and per multi-node instance `host` is a rank of,
     from the inventory (rebuild-node drains before planning)."""

