@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -13,6 +14,14 @@ REPO = Path(__file__).resolve().parents[2]
 CALIBRATION = REPO / "tests" / "fixtures" / "calibration"
 MODELS_DIR = CALIBRATION / "models"
 STANDIN_DIR = REPO / "tests" / "fixtures" / "nvidia-smi-standin"
+
+# The validation play alone (role vllm_validate): Ansible's own reading of the inputs, no host touched.
+VALIDATE_PLAY = """\
+- name: Validate only
+  hosts: all
+  gather_facts: false
+  roles: [vllm_validate]
+"""
 
 
 class MissingFixture(AssertionError):
@@ -90,3 +99,15 @@ def run_playbook(play: str | Path, *args: str, tmp_path: Path, inventory: str | 
     run_env.update(env or {})
     run = subprocess.run(argv, cwd=REPO, env=run_env, capture_output=True, text=True, timeout=timeout)
     return run.returncode, " ".join((run.stdout + run.stderr).split())
+
+
+def gpu_nodes_inventory(tmp_path: Path, group_vars: str, hosts: dict[str, str] | None = None) -> Path:
+    """tmp_path/hosts.yml as an operator writes it: group gpu-nodes, each host on the local connection
+    (hosts: name -> more inline host vars, ", name: value"; default node1 alone), the model tiny, and
+    group_vars (YAML lines, at any indentation) in the group's vars. Returns its path for run_playbook."""
+    lines = ["all:", "  children:", "    gpu-nodes:", "      hosts:"]
+    lines += [f"        {name}: {{ansible_connection: local{extra}}}" for name, extra in (hosts or {"node1": ""}).items()]
+    lines += ["      vars:", "        vllm_models:", "          tiny: {path: /srv/models/tiny}"]
+    path = tmp_path / "hosts.yml"
+    path.write_text("\n".join(lines) + "\n" + textwrap.indent(textwrap.dedent(group_vars), " " * 8))
+    return path
