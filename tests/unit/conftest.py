@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 # Real nvidia-smi outputs, vLLM logs and HF configs, copied into the repository (sources in SOURCES.md).
 CALIBRATION = REPO / "tests" / "fixtures" / "calibration"
@@ -56,6 +58,16 @@ def calibration_files(name: str, pattern: str) -> list[str]:
     return names
 
 
+_running: list[pytest.Item] = []  # the test now running, for run_playbook's marker check
+
+
+@pytest.fixture(autouse=True)
+def _running_test(request):
+    _running[:] = [request.node]
+    yield
+    _running.clear()
+
+
 def run_playbook(play: str | Path, *args: str, tmp_path: Path, inventory: str | Path = "node1,",
                  connection: str | None = "local", extra_vars: dict | None = None, env: dict | None = None,
                  timeout: int = 300) -> tuple[int, str]:
@@ -68,6 +80,9 @@ def run_playbook(play: str | Path, *args: str, tmp_path: Path, inventory: str | 
     environment. Returns (return code, stdout and stderr in one line, whitespace collapsed: Ansible
     wraps long messages, and a test asserts each message whole).
     """
+    # The marker keeps `pytest -m "not playbook"` the fast set: a new caller cannot slip into it unmarked.
+    if _running and _running[0].get_closest_marker("playbook") is None:
+        raise AssertionError(f"{_running[0].nodeid} runs a playbook: mark it @pytest.mark.playbook")
     if isinstance(play, Path):
         play_path = play
     else:

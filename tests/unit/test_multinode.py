@@ -267,6 +267,7 @@ def play(tmp_path, entry_text, *args, engine="cpu", extra=""):
 GOOD_ENTRY = "{name: big, model: tiny, hosts: [node1, node2], gpus: [], port: 8000, interface: eth0}"
 
 
+@pytest.mark.playbook
 def test_a_good_multinode_inventory_passes_the_real_play(tmp_path):
     rc, out = play(tmp_path, GOOD_ENTRY)
     assert rc == 0, out[-3000:]
@@ -288,6 +289,7 @@ def test_a_good_multinode_inventory_passes_the_real_play(tmp_path):
     ("{name: big, model: tiny, hosts: [node1, node2], gpus: [], port: 8000, backend: ray}", [], "cpu", "",
      "vllm_multinode_instances[0].backend: ray on the CPU build: vLLM refuses it"),
 ])
+@pytest.mark.playbook
 def test_a_bad_multinode_inventory_is_refused_by_the_real_play(tmp_path, entry_text, args, engine, extra, message):
     rc, out = play(tmp_path, entry_text, *args, engine=engine, extra=extra)
     assert rc != 0

@@ -10,7 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import REPO, VALIDATE_PLAY, run_playbook
+
+pytestmark = pytest.mark.playbook  # every test here runs ansible-playbook
 
 MESSAGE = "node1: vllm_plan_enforce: 'fasle' is not a boolean — set it to true or false"
 

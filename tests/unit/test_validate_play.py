@@ -7,6 +7,8 @@ import pytest
 
 from conftest import VALIDATE_PLAY, gpu_nodes_inventory, run_playbook
 
+pytestmark = pytest.mark.playbook  # every test here runs ansible-playbook
+
 
 def validate(tmp_path, *extra):
     return run_playbook(VALIDATE_PLAY, *extra, tmp_path=tmp_path)
