@@ -33,6 +33,22 @@ done
 if grep -E '^(\.venv|\.cache|\.git|collections|molecule|tests)/' "$WORK/contents" | head -3 | grep .; then
   fail "the tarball carries files that are not content (see galaxy.yml build_ignore)"
 fi
+# The root playbooks (a YAML list of plays, unlike galaxy.yml) are a checkout's shims over playbooks/;
+# in the collection they would import playbooks/ relative to nothing. Found, not listed, so a new shim
+# without its build_ignore line fails here.
+mapfile -t shims < <("$PY" - "$ROOT" <<'EOF'
+import pathlib, sys, yaml
+for path in sorted(pathlib.Path(sys.argv[1]).glob("*.yml")):
+    if isinstance(yaml.safe_load(path.read_text()), list):
+        print(path.name)
+EOF
+)
+[[ ${#shims[@]} -gt 0 ]] || fail "no root playbook found in $ROOT (the shim check would check nothing)"
+for shim in "${shims[@]}"; do
+  if grep -qx "$shim" "$WORK/contents"; then
+    fail "the tarball carries the root playbook shim $shim (add it to galaxy.yml build_ignore)"
+  fi
+done
 echo "   $(basename "${tarball[0]}"): $(wc -l < "$WORK/contents") entries, $(du -k "${tarball[0]}" | cut -f1) KiB"
 
 step "install (offline: community.docker/general come with the ansible package)"

@@ -1,5 +1,5 @@
-"""What the scenarios' testinfra tests share: requests to the engine on the node, ansible-playbook
-runs against the scenario's nodes, and the converge log.
+"""What the scenarios' testinfra tests share: a node by name, requests to the engine on the node, the
+instance's secrets file, ansible-playbook runs against the scenario's nodes, and the converge log.
 
 Imported as `helpers` (molecule/conftest.py puts this directory on sys.path).
 """
@@ -9,6 +9,8 @@ import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+import testinfra
 
 PROJECT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).resolve().parents[2]))
 
@@ -21,6 +23,20 @@ _HTTP_SCRIPT = (
     "try:\n r=urllib.request.urlopen(req,timeout=120); print(r.status); print(r.read().decode())\n"
     "except urllib.error.HTTPError as e:\n print(e.code); print(e.read().decode())\n"
 )
+
+
+def node(name):
+    """A testinfra host for one of the scenario's nodes, by its inventory name (for a test that drives
+    several nodes, beside the `host` fixture)."""
+    return testinfra.get_host(f"ansible://{name}", ansible_inventory=os.environ["MOLECULE_INVENTORY_FILE"])
+
+
+def assert_secrets_file(host, instance, *, key):
+    """The instance's secrets file as the style asks: root's alone (0600), holding its API key."""
+    env = host.file(f"/etc/vllm/{instance}.env")
+    assert env.mode == 0o600
+    assert env.user == "root"
+    assert f"VLLM_API_KEY={key}" in env.content_string
 
 
 def engine_http(host, path, port, body=None, *, key):

@@ -6,13 +6,24 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 # Real nvidia-smi outputs, vLLM logs and HF configs, copied into the repository (sources in SOURCES.md).
 CALIBRATION = REPO / "tests" / "fixtures" / "calibration"
 MODELS_DIR = CALIBRATION / "models"
 STANDIN_DIR = REPO / "tests" / "fixtures" / "nvidia-smi-standin"
+
+# The validation play alone (role vllm_validate): Ansible's own reading of the inputs, no host touched.
+VALIDATE_PLAY = """\
+- name: Validate only
+  hosts: all
+  gather_facts: false
+  roles: [vllm_validate]
+"""
 
 
 class MissingFixture(AssertionError):
@@ -47,6 +58,16 @@ def calibration_files(name: str, pattern: str) -> list[str]:
     return names
 
 
+_running: list[pytest.Item] = []  # the test now running, for run_playbook's marker check
+
+
+@pytest.fixture(autouse=True)
+def _running_test(request):
+    _running[:] = [request.node]
+    yield
+    _running.clear()
+
+
 def run_playbook(play: str | Path, *args: str, tmp_path: Path, inventory: str | Path = "node1,",
                  connection: str | None = "local", extra_vars: dict | None = None, env: dict | None = None,
                  timeout: int = 300) -> tuple[int, str]:
@@ -59,6 +80,9 @@ def run_playbook(play: str | Path, *args: str, tmp_path: Path, inventory: str | 
     environment. Returns (return code, stdout and stderr in one line, whitespace collapsed: Ansible
     wraps long messages, and a test asserts each message whole).
     """
+    # The marker keeps `pytest -m "not playbook"` the fast set: a new caller cannot slip into it unmarked.
+    if _running and _running[0].get_closest_marker("playbook") is None:
+        raise AssertionError(f"{_running[0].nodeid} runs a playbook: mark it @pytest.mark.playbook")
     if isinstance(play, Path):
         play_path = play
     else:
@@ -90,3 +114,15 @@ def run_playbook(play: str | Path, *args: str, tmp_path: Path, inventory: str | 
     run_env.update(env or {})
     run = subprocess.run(argv, cwd=REPO, env=run_env, capture_output=True, text=True, timeout=timeout)
     return run.returncode, " ".join((run.stdout + run.stderr).split())
+
+
+def gpu_nodes_inventory(tmp_path: Path, group_vars: str, hosts: dict[str, str] | None = None) -> Path:
+    """tmp_path/hosts.yml as an operator writes it: group gpu-nodes, each host on the local connection
+    (hosts: name -> more inline host vars, ", name: value"; default node1 alone), the model tiny, and
+    group_vars (YAML lines, at any indentation) in the group's vars. Returns its path for run_playbook."""
+    lines = ["all:", "  children:", "    gpu-nodes:", "      hosts:"]
+    lines += [f"        {name}: {{ansible_connection: local{extra}}}" for name, extra in (hosts or {"node1": ""}).items()]
+    lines += ["      vars:", "        vllm_models:", "          tiny: {path: /srv/models/tiny}"]
+    path = tmp_path / "hosts.yml"
+    path.write_text("\n".join(lines) + "\n" + textwrap.indent(textwrap.dedent(group_vars), " " * 8))
+    return path

@@ -16,6 +16,8 @@ import yaml
 
 from conftest import STANDIN_DIR, calibration_dir, run_playbook
 
+pytestmark = pytest.mark.playbook  # every test here runs ansible-playbook
+
 PLAYBOOK = """\
 - name: GPU facts only
   hosts: all

@@ -366,6 +366,7 @@ def test_a_ray_worker_rank_is_read_from_its_ray_unit_and_a_rank_outside_the_run_
     assert row[5] == "-" and row[6] == "-" and row[7] == "CPU"
 
 
+@pytest.mark.playbook
 def test_the_role_passes_its_argument_spec_on_an_inventory_without_monitoring_hosts(tmp_path):
     """Most fleets have no vllm_monitoring host: the role (run by every deploy) must then do nothing,
     and its defaults, which the argument-spec check templates, must not need that group."""

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from conftest import REPO
@@ -48,6 +49,7 @@ def fleet(node1: dict, **groups) -> dict:
 
 # --- the validation play (deploy.yml's first), before any change ---------------------------------
 
+@pytest.mark.playbook
 def test_the_switch_on_a_node_whose_driver_comes_from_debian_is_refused_before_any_change(tmp_path):
     run = ansible(tmp_path, fleet({"vllm_monitoring_dcgm_exporter": True, "nvidia_driver_source": "debian"}),
                   "deploy.yml", "--check")
@@ -58,6 +60,7 @@ def test_the_switch_on_a_node_whose_driver_comes_from_debian_is_refused_before_a
     assert "PLAY [Provision the NVIDIA driver" not in out  # stopped in the validation play
 
 
+@pytest.mark.playbook
 def test_the_switch_must_be_a_boolean(tmp_path):
     run = ansible(tmp_path, fleet({"vllm_monitoring_dcgm_exporter": "sometimes"}), "deploy.yml", "--check")
     out = run.stdout + run.stderr
@@ -98,6 +101,7 @@ RENDER = """
 """
 
 
+@pytest.mark.playbook
 def test_the_dcgm_exporters_are_prometheus_targets_with_host_and_gpus(tmp_path):
     if not shutil.which("promtool"):  # a prerequisite (scripts/prereqs.sh): a failure, not a skip
         raise AssertionError("promtool not found: run make setup (it installs Debian's prometheus package)")
@@ -174,6 +178,7 @@ CHECK = """
 """
 
 
+@pytest.mark.playbook
 def test_the_install_tasks_render_in_check_mode_on_localhost(tmp_path):
     """Nothing is written (check mode). NVIDIA's repository is unreachable here, so apt cannot look the
     packages up: the run adds the repository (would), names the pinned packages and renders the unit's drop-in."""

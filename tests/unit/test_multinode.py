@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_playbook
+from conftest import VALIDATE_PLAY, gpu_nodes_inventory, run_playbook
 from vllm_deploy import compat, multinode, vllm_args
 
 REPO = Path(__file__).resolve().parents[2]
@@ -254,37 +254,20 @@ def test_a_lost_peer_address_names_its_rank():
 
 # --- the real validation play (Ansible itself, no host touched), two hosts as an operator writes them
 
-PLAYBOOK = """\
-- name: Validate only
-  hosts: all
-  gather_facts: false
-  roles: [vllm_validate]
-"""
-INVENTORY = """\
-all:
-  children:
-    gpu-nodes:
-      hosts:
-        node1: {{ansible_connection: local}}
-        node2: {{ansible_connection: local{extra}}}
-      vars:
+def play(tmp_path, entry_text, *args, engine="cpu", extra=""):
+    hosts_yml = gpu_nodes_inventory(tmp_path, f"""\
         vault_vllm_api_key: k
         vllm_engine: {engine}
-        vllm_models:
-          tiny: {{path: /srv/models/tiny}}
         vllm_multinode_instances:
-          - {entry}
-"""
-
-
-def play(tmp_path, entry_text, *args, engine="cpu", extra=""):
-    (tmp_path / "hosts.yml").write_text(INVENTORY.format(entry=entry_text, engine=engine, extra=extra))
-    return run_playbook(PLAYBOOK, *args, tmp_path=tmp_path, inventory=tmp_path / "hosts.yml", connection=None)
+          - {entry_text}
+        """, hosts={"node1": "", "node2": extra})
+    return run_playbook(VALIDATE_PLAY, *args, tmp_path=tmp_path, inventory=hosts_yml, connection=None)
 
 
 GOOD_ENTRY = "{name: big, model: tiny, hosts: [node1, node2], gpus: [], port: 8000, interface: eth0}"
 
 
+@pytest.mark.playbook
 def test_a_good_multinode_inventory_passes_the_real_play(tmp_path):
     rc, out = play(tmp_path, GOOD_ENTRY)
     assert rc == 0, out[-3000:]
@@ -306,6 +289,7 @@ def test_a_good_multinode_inventory_passes_the_real_play(tmp_path):
     ("{name: big, model: tiny, hosts: [node1, node2], gpus: [], port: 8000, backend: ray}", [], "cpu", "",
      "vllm_multinode_instances[0].backend: ray on the CPU build: vLLM refuses it"),
 ])
+@pytest.mark.playbook
 def test_a_bad_multinode_inventory_is_refused_by_the_real_play(tmp_path, entry_text, args, engine, extra, message):
     rc, out = play(tmp_path, entry_text, *args, engine=engine, extra=extra)
     assert rc != 0

@@ -10,14 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import REPO, run_playbook
+import pytest
 
-PLAYBOOK = """\
-- name: Validate only
-  hosts: all
-  gather_facts: false
-  roles: [vllm_validate]
-"""
+from conftest import REPO, VALIDATE_PLAY, run_playbook
+
+pytestmark = pytest.mark.playbook  # every test here runs ansible-playbook
+
 MESSAGE = "node1: vllm_plan_enforce: 'fasle' is not a boolean — set it to true or false"
 
 
@@ -32,7 +30,7 @@ def _stray_home(tmp_path: Path) -> Path:
 
 def test_a_broken_copy_in_home_does_not_shadow_the_checkouts_filters(tmp_path):
     home = _stray_home(tmp_path)
-    rc, out = run_playbook(PLAYBOOK, "-e", "vllm_plan_enforce=fasle", tmp_path=tmp_path, env={"HOME": str(home)})
+    rc, out = run_playbook(VALIDATE_PLAY, "-e", "vllm_plan_enforce=fasle", tmp_path=tmp_path, env={"HOME": str(home)})
     assert rc != 0
     assert MESSAGE in out, out[-2000:]
     assert "No filter named" not in out
@@ -42,7 +40,7 @@ def test_the_broken_copy_is_what_ansible_cfg_alone_would_load(tmp_path):
     """The same run with only ANSIBLE_CONFIG (what these tests once set) meets the stray copy: the
     fixture really shadows the checkout, so the test above proves the runner, not a dead fixture."""
     home = _stray_home(tmp_path)
-    (tmp_path / "play.yml").write_text(PLAYBOOK)
+    (tmp_path / "play.yml").write_text(VALIDATE_PLAY)
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
     env.update(HOME=str(home), ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     run = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "node1,", "-c", "local",

@@ -12,6 +12,8 @@ import pytest
 
 from conftest import run_playbook
 
+pytestmark = pytest.mark.playbook  # every test here runs ansible-playbook
+
 NODE_IMAGE = os.environ.get("NODE_IMAGE", "vllm-deploy/node:bookworm")
 PLAYBOOK = """\
 - name: Models only

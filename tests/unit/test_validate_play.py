@@ -5,18 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import run_playbook
+from conftest import VALIDATE_PLAY, gpu_nodes_inventory, run_playbook
 
-PLAYBOOK = """\
-- name: Validate only
-  hosts: all
-  gather_facts: false
-  roles: [vllm_validate]
-"""
+pytestmark = pytest.mark.playbook  # every test here runs ansible-playbook
 
 
 def validate(tmp_path, *extra):
-    return run_playbook(PLAYBOOK, *extra, tmp_path=tmp_path)
+    return run_playbook(VALIDATE_PLAY, *extra, tmp_path=tmp_path)
 
 
 @pytest.mark.parametrize("value", ["false", "False", "no", "0", "true", "yes"])
@@ -39,27 +34,13 @@ def test_bad_switches_and_old_names_are_refused_in_one_line(tmp_path, extra, mes
     assert "Traceback" not in out
 
 
-def validate_inventory_file(tmp_path, text, *extra):
+def validate_inventory_file(tmp_path, group_vars, *extra):
     """The validation play against a YAML inventory (group_vars as an operator writes them)."""
-    (tmp_path / "hosts.yml").write_text(text)
-    return run_playbook(PLAYBOOK, *extra, tmp_path=tmp_path, inventory=tmp_path / "hosts.yml")
-
-
-INVENTORY = """\
-all:
-  children:
-    gpu-nodes:
-      hosts:
-        node1: {{ansible_connection: local}}
-      vars:
-        vllm_models:
-          tiny: {{path: /srv/models/tiny}}
-{vars}
-"""
+    return run_playbook(VALIDATE_PLAY, *extra, tmp_path=tmp_path, inventory=gpu_nodes_inventory(tmp_path, group_vars))
 
 
 def test_dict_and_list_flags_pass_the_real_play(tmp_path):
-    rc, out = validate_inventory_file(tmp_path, INVENTORY.format(vars="""\
+    rc, out = validate_inventory_file(tmp_path, """\
         vault_vllm_api_key: k
         vllm_engine: cpu
         vllm_instances:
@@ -73,7 +54,7 @@ def test_dict_and_list_flags_pass_the_real_play(tmp_path):
               enable_lora: true
               lora_modules: [sql=/srv/lora/sql]
               chat_template: /srv/templates/chat.jinja
-"""))
+""")
     assert rc == 0, out[-3000:]
 
 
@@ -92,13 +73,13 @@ def test_dict_and_list_flags_pass_the_real_play(tmp_path):
      "node1: vllm_instances[0].flags.max_model_length: is not an argument of"),
 ])
 def test_bad_group_vars_are_refused_by_the_real_play(tmp_path, vars_, message):
-    rc, out = validate_inventory_file(tmp_path, INVENTORY.format(vars=vars_))
+    rc, out = validate_inventory_file(tmp_path, vars_)
     assert rc != 0
     assert message in out, out[-3000:]
     assert "Traceback" not in out and "_AnsibleTagged" not in out and "AnsibleMapping" not in out
 
 
 def test_a_private_network_allows_a_wildcard_bind_without_a_key(tmp_path):
-    rc, out = validate_inventory_file(tmp_path, INVENTORY.format(
-        vars="        vllm_bind: 0.0.0.0\n        vllm_private_network: true\n        vllm_instances: [{name: a, model: tiny, port: 8000}]\n"))
+    rc, out = validate_inventory_file(
+        tmp_path, "vllm_bind: 0.0.0.0\nvllm_private_network: true\nvllm_instances: [{name: a, model: tiny, port: 8000}]\n")
     assert rc == 0, out[-3000:]

@@ -8,7 +8,7 @@ import re
 from functools import partial
 
 import pytest
-from helpers import ansible_playbook, converge_log, engine_http
+from helpers import ansible_playbook, assert_secrets_file, converge_log, engine_http
 
 API_KEY = "molecule-api-key-c0mp0se"
 HF_TOKEN = "hf_moleculeComposeTokenMustNotLeak"
@@ -114,10 +114,7 @@ def test_container_is_healthy_and_bound_where_configured(host, name):
 
 @pytest.mark.parametrize("name", INSTANCES)
 def test_secrets_only_in_the_0600_env_file(host, name):
-    env = host.file(f"/etc/vllm/{name}.env")
-    assert env.mode == 0o600
-    assert env.user == "root"
-    assert f"VLLM_API_KEY={API_KEY}" in env.content_string
+    assert_secrets_file(host, name, key=API_KEY)
     compose = host.file(f"/etc/vllm/compose/{name}/compose.yml").content_string
     assert API_KEY not in compose and HF_TOKEN not in compose
     assert f"/etc/vllm/{name}.env" in compose

@@ -4,12 +4,10 @@ Runs inside each node through testinfra; the bad-input test drives ansible-playb
 """
 
 import json
-import os
 from functools import partial
 
 import pytest
-import testinfra
-from helpers import ansible_playbook, converge_log, engine_http
+from helpers import ansible_playbook, assert_secrets_file, converge_log, engine_http, node
 
 API_KEY = "molecule-api-key-7d1f0b"
 HF_TOKEN = "hf_moleculeTokenMustNotLeak42"
@@ -80,10 +78,7 @@ def test_api_key_is_enforced(host, expected):
 
 
 def test_secrets_file_is_root_only(host, expected):
-    env = host.file(f"/etc/vllm/{expected['instance']}.env")
-    assert env.mode == 0o600
-    assert env.user == "root"
-    assert f"VLLM_API_KEY={API_KEY}" in env.content_string
+    assert_secrets_file(host, expected["instance"], key=API_KEY)
     unit = host.file(f"/etc/systemd/system/vllm-{expected['instance']}.service").content_string
     assert API_KEY not in unit and HF_TOKEN not in unit
 
@@ -164,16 +159,16 @@ WantedBy=multi-user.target
 def test_an_instance_that_left_the_inventory_is_stopped_and_its_files_removed():
     """A running instance whose record is gone from the inventory: the next deploy stops it and deletes
     its unit and secrets; the instance the inventory still names keeps its unit, secrets and process."""
-    node = testinfra.get_host("ansible://mol-default-node1", ansible_inventory=os.environ["MOLECULE_INVENTORY_FILE"])
+    node1 = node("mol-default-node1")
     write = ("import sys; open('/etc/systemd/system/vllm-gone.service', 'w').write(sys.argv[1]); "
              "open('/etc/vllm/gone.env', 'w').write('VLLM_API_KEY=x\\n')")
-    node.check_output("python3 -c %s %s", write, STALE_UNIT)
-    node.check_output("systemctl daemon-reload && systemctl enable --now vllm-gone.service")
-    assert node.service("vllm-gone").is_running
-    before = _node_state(node, "tiny")
+    node1.check_output("python3 -c %s %s", write, STALE_UNIT)
+    node1.check_output("systemctl daemon-reload && systemctl enable --now vllm-gone.service")
+    assert node1.service("vllm-gone").is_running
+    before = _node_state(node1, "tiny")
     run = ansible_playbook("-l", "mol-default-node1")
     assert run.returncode == 0, run.stdout[-3000:]
-    assert not node.service("vllm-gone").is_running
-    assert not node.file("/etc/systemd/system/vllm-gone.service").exists
-    assert not node.file("/etc/vllm/gone.env").exists
-    assert _node_state(node, "tiny") == before
+    assert not node1.service("vllm-gone").is_running
+    assert not node1.file("/etc/systemd/system/vllm-gone.service").exists
+    assert not node1.file("/etc/vllm/gone.env").exists
+    assert _node_state(node1, "tiny") == before

@@ -8,24 +8,17 @@ Tests run in file order: the stop/start test comes last so the plan test reads t
 """
 
 import json
-import os
 import re
 import time
 
-import testinfra
 import yaml
-from helpers import PROJECT, ansible_playbook, converge_log
+from helpers import PROJECT, ansible_playbook, converge_log, node
 
-INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 NODE1, NODE2 = "mol-default-node1", "mol-default-node2"
 # What the scenario's inventory declares: host → (instance, port, gpus label).
 INSTANCES = {NODE1: ("tiny", 8000, "none"), NODE2: ("pinned", 8100, "1")}
 STANDIN = PROJECT / "tests" / "fixtures" / "nvidia-smi-standin" / "data" / "06-rtx4090-x4-table.json"
 DOWN_FOR_S = 10  # vllm_monitoring_down_for in molecule.yml
-
-
-def node(name):
-    return testinfra.get_host(f"ansible://{name}", ansible_inventory=INVENTORY)
 
 
 def prom(path, **params):

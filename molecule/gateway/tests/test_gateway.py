@@ -18,10 +18,8 @@ from pathlib import Path
 
 import helpers
 import pytest
-import testinfra
 
 PROJECT = helpers.PROJECT
-INVENTORY = os.environ.get("MOLECULE_INVENTORY_FILE", "")
 ENGINE_KEY = "molecule-engine-key-9b2e41"
 KEY = "molecule-gw-key-team-a-5d0c"
 SLOW_KEY = "molecule-gw-key-slow-77e1"
@@ -33,7 +31,7 @@ testinfra_hosts = ["ansible://mol-gw-node1"]
 
 @pytest.fixture(scope="module")
 def node2():
-    return testinfra.get_host("ansible://mol-gw-node2", ansible_inventory=INVENTORY)
+    return helpers.node("mol-gw-node2")
 
 
 @pytest.fixture(scope="module")

@@ -5,19 +5,13 @@ Tests here drive both nodes themselves (no `host` fixture), so each runs once, i
 """
 
 import json
-import os
 import time
 
 import pytest
-import testinfra
-from helpers import ansible_playbook, completion, converge_log, engine_http, flat
+from helpers import ansible_playbook, completion, converge_log, engine_http, flat, node
 
 API_KEY = "multinode-api-key-3e9a"
 UNIT = "vllm-tiny-pp"
-
-
-def node(name):
-    return testinfra.get_host(f"ansible://{name}", ansible_inventory=os.environ["MOLECULE_INVENTORY_FILE"])
 
 
 @pytest.fixture(scope="module")
