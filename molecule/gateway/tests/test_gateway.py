@@ -377,3 +377,49 @@ def test_a_killed_engine_leaves_rotation_and_comes_back(host, gateway_url):
     for _ in range(6):  # both tiny-a instances answer again through the gateway
         status, _, body = call(gateway_url, "/v1/completions", {"model": "tiny-a", "prompt": "Hello", "max_tokens": 2})
         assert status == 200 and body["usage"]["completion_tokens"] == 2
+
+
+def test_a_canary_that_serves_worse_is_rolled_back_and_the_rest_never_restart(host, node2, gateway_url):
+    """The whole group's instance a moves to a new version of tiny-a that answers correctly but far
+    slower (a 12-layer, 1024-wide build served under the same name) while 4 clients stream and not
+    through the gateway. The canary (node1's a) passes its gate, serves the load for 30 s, and its
+    engine's time to first token or inter-token latency is judged against node2's a, not changed
+    yet: worse, so the deploy rolls it back itself, node2's a is never restarted, the play fails
+    naming the canary, both figures and the threshold, and no request is lost."""
+    tiny = {"source": "generate", "generate": {"layers": 2, "hidden": 128, "heads": 2, "kv_heads": 1, "max_position": 2048}}
+    models = {"tiny-a": {"path": "/srv/models/tiny-a", **tiny}, "tiny-b": {"path": "/srv/models/tiny-b", **tiny},
+              "tiny-a-v2": {"path": "/srv/models/tiny-a-v2", "source": "generate", "served_name": "tiny-a",
+                            "generate": {"layers": 12, "hidden": 1024, "heads": 8, "kv_heads": 8, "intermediate": 4096,
+                                         "max_position": 2048}}}
+    instances = [{"name": "a", "model": "tiny-a-v2", "gpus": [], "port": 8000, "flags": "{{ __gw_flags }}"},
+                 {"name": "b", "model": "tiny-b", "gpus": [], "port": 8001, "flags": "{{ __gw_flags }}"}]
+    node2_before = (pids(node2), node2.file("/etc/systemd/system/vllm-a.service").sha256sum)
+    node1_unit = host.file("/etc/systemd/system/vllm-a.service").sha256sum
+    since = float(host.check_output("date +%s"))
+    with tempfile.TemporaryDirectory() as work:
+        proc, stop = start_load(gateway_url, 12000, work, pause=0.3)
+        try:
+            rc, out = deploy(extra_vars={"gateway_max_num_seqs": 6, "vllm_models": models, "vllm_instances": instances})
+        finally:
+            stop.touch()
+        result = finish_load(proc)
+    verdict = out.split("canary model_tiny-a/mol-gw-node1__a:", 1)[-1][:600]
+    print(f"\nworse canary under load: {json.dumps(result)}\nverdict: {verdict}")
+    if result["failed"]:
+        print("gateway log (not 200):\n" + "\n".join(gateway_log(host, since)))
+    assert rc != 0, out[-4000:]
+    assert "wave 1 (canary): mol-gw-node1/a" in out and "wave 2: mol-gw-node2/a" in out, out[-4000:]
+    assert "canary model_tiny-a/mol-gw-node1__a: worse over 30" in out, out[-4000:]
+    assert "(engine metrics)" in verdict, verdict
+    assert ("time to first token" in verdict or "inter-token latency" in verdict) and "threshold 2x" in verdict, verdict
+    assert "mol-gw-node1: the new version of instance a failed its gate at canary" in out
+    assert "Diagnosis: canary_worse" in out
+    assert "Rolled back: vllm-a serves the previous version again (gate passed)." in out
+    assert "The rollout stopped after wave 1" in out
+    # node1's a serves its previous version again; node2's a was never touched
+    assert host.file("/etc/systemd/system/vllm-a.service").sha256sum == node1_unit
+    assert "/srv/models/tiny-a " in host.check_output("systemctl show -p ExecStart --value vllm-a")
+    assert (pids(node2), node2.file("/etc/systemd/system/vllm-a.service").sha256sum) == node2_before
+    assert result["failed"] == 0, result
+    assert result["complete"] == result["sent"] >= 40 and result["stream"] > 0 and result["non_stream"] > 0
+    assert all(s["status"] == "UP" for s in servers(host).values()), servers(host)
