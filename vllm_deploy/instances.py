@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 from vllm_deploy import cpus as cpu_binding
+from vllm_deploy._validation import _closest, _describe, _is_gpu_ref, _is_int, _plain, _Problems
 
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,47}")
 FLAG_RE = re.compile(r"[a-z][a-z0-9_]*")
@@ -79,35 +80,9 @@ ENGINES = ("auto", "gpu", "cpu")
 MODEL_SOURCES = ("present", "generate")
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_gpu_ref(value: Any) -> bool:
-    return (_is_int(value) and value >= 0) or (
-        isinstance(value, str) and re.fullmatch(r"(GPU|MIG)-[A-Za-z0-9/-]+", value) is not None)
-
-
 def is_mig_ref(value: Any) -> bool:
     """A MIG device's UUID as nvidia-smi -L prints it: MIG-<uuid>, or MIG-GPU-<uuid>/<gi>/<ci> (R450/R460)."""
     return isinstance(value, str) and value.startswith("MIG-")
-
-
-def _plain(value: Any) -> Any:
-    """Builtin types for whatever Ansible passes (its tagged str/dict/list subclasses), recursively."""
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, dict):
-        return {_plain(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, str):
-        return str.__str__(value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    return value
 
 
 def control_char(value: Any) -> str | None:
@@ -132,18 +107,6 @@ def _dash_value(value: Any) -> str | None:
             except ValueError:
                 return item
     return None
-
-
-def _closest(name: str, names: Any) -> str | None:
-    from vllm_deploy import vllm_args
-
-    return vllm_args.closest(name, names)
-
-
-def _describe(value: Any) -> str:
-    from vllm_deploy import vllm_args
-
-    return f"{vllm_args.type_name(value)} {value!r}"
 
 
 def _bind_problem(bind: Any) -> tuple[str, str] | None:
@@ -248,13 +211,10 @@ def validate_inventory(models: Any, instances: Any, *, host: str = "", gpus: lis
     pinned vLLM's argument list (vllm_deploy/data/vllm-args)."""
     from vllm_deploy import compat, vllm_args
 
-    where = f"{host}: " if host else ""
-    errors: list[str] = []
+    problems = _Problems(f"{host}: " if host else "")
+    err, errors = problems.err, problems.lines
     fleet_given = fleet is not None
     models, instances, fleet = _plain(models), _plain(instances), _plain(fleet or {})
-
-    def err(var: str, problem: str, fix: str) -> None:
-        errors.append(f"{where}{var}: {problem} — {fix}")
 
     def unknown_keys(var: str, item: dict, known: tuple[str, ...]) -> None:
         for key in item:
