@@ -265,6 +265,296 @@ RULES: list[_Rule] = [
           r"ValueError:\s*(?P<message>(?:max_num_batched_tokens|max_num_seqs|max_num_active_seqs)\s*\(\d+\)[^\n]+)", tier=1),
 ]
 
+
+def _now(util) -> str:
+    """The " (now 0.9)" a fix adds after --gpu-memory-utilization, when the log named it."""
+    return f" (now {_fmt(util)})" if util is not None else ""
+
+
+def _fix_kv_cache_too_small(f: dict, where: str, kind: str) -> tuple[str, str]:
+    """The KV cache holds less than one request at max_model_len: a shorter context, more memory or fp8 KV."""
+    util, mml = f.get("gpu_memory_utilization"), f.get("max_model_len")
+    util_txt = _now(util)
+    est = f.get("estimated_max_model_len") or f.get("kv_tokens")
+    summary = f"KV cache too small for one request at max_model_len {mml}"
+    if "kv_needed_gib" in f:
+        summary += f": {_fmt(f['kv_needed_gib'])} GiB needed"
+        if "kv_available_gib" in f:
+            summary += f", {_fmt(f['kv_available_gib'])} GiB available"
+    elif "kv_tokens" in f:
+        summary += f": the cache holds only {f['kv_tokens']} tokens"
+    fix = (f"set --max-model-len {est} or lower" if est else "lower --max-model-len")
+    fix += f", or raise --gpu-memory-utilization{util_txt}"
+    if "kv_needed_gib" in f and "kv_available_gib" in f and f.get("total_gib") and util is not None:
+        need = math.ceil((float(util) + (f["kv_needed_gib"] - f["kv_available_gib"]) / f["total_gib"]) * 100) / 100
+        fix += f" to about {need:.2f} if the GPU has that much free"
+    fix += ", or use --kv-cache-dtype fp8 (half the KV bytes per token), or spread the model over more GPUs (-tp)."
+    return summary, fix
+
+
+def _fix_no_kv_memory(f: dict, where: str, kind: str) -> tuple[str, str]:
+    """Weights and the profiling run left nothing for the KV cache."""
+    util = f.get("gpu_memory_utilization")
+    util_txt = _now(util)
+    summary = "No memory left for the KV cache after weights and the profiling run"
+    if f.get("weights_gib") is not None:
+        summary += f" (weights take {_fmt(f['weights_gib'])} GiB)"
+    fix = (f"Raise --gpu-memory-utilization{util_txt} (it is a share of TOTAL GPU memory, per instance), "
+           "lower --max-num-batched-tokens / --max-num-seqs, or use a quantized model or more GPUs (-tp).")
+    return summary, fix
+
+
+def _fix_free_memory_below_request(f: dict, where: str, kind: str) -> tuple[str, str]:
+    """Less GPU memory free at start than gpu_memory_utilization asks for: the share that fits."""
+    util = f.get("gpu_memory_utilization")
+    free, total = f.get("free_gib"), f.get("total_gib")
+    if free is not None and total:
+        summary = (f"Only {_fmt(free)} of {_fmt(total)} GiB free at startup, below the requested "
+                   f"{_fmt(f.get('requested_gib', '?'))} GiB (gpu_memory_utilization {_fmt(util)})")
+        suggestion = math.floor(free / total * 100) / 100
+        if suggestion * total >= free:
+            suggestion -= 0.01
+        fix = (f"Set --gpu-memory-utilization {suggestion:.2f} or lower (free/total = {free / total:.3f}), "
+               "or stop the other processes holding this GPU (nvidia-smi shows them; another vLLM instance "
+               "on the same GPU counts too).")
+    else:
+        summary = "GPU memory changed under vLLM during startup (another process uses this GPU)"
+        fix = "Give vLLM a GPU no other process uses, or lower --gpu-memory-utilization."
+    return summary, fix
+
+
+def _fix_cuda_oom_weights(f: dict, where: str, kind: str) -> tuple[str, str]:
+    """Out of memory loading the weights or in the profiling run."""
+    summary = f"CUDA out of memory during {where or 'model loading'}"
+    if f.get("tried_to_allocate_gib") is not None:
+        summary += f" (tried to allocate {_fmt(f['tried_to_allocate_gib'])} GiB)"
+    if "profiling" in where:
+        fix = ("The weights loaded but the profiling forward pass did not fit: lower --max-num-batched-tokens "
+               "(and --max-model-len on V0), or use more GPUs (-tp) or a quantized model.")
+    else:
+        fix = ("The weights do not fit: use more GPUs (-tp N), a quantized checkpoint (AWQ/GPTQ/FP8), a smaller "
+               "model or --cpu-offload-gb; check nothing else holds GPU memory.")
+    return summary, fix
+
+
+def _fix_cuda_oom_after_kv(f: dict, where: str, kind: str) -> tuple[str, str]:
+    """Out of memory after the KV cache was sized (graph capture, sampler warm-up)."""
+    util = f.get("gpu_memory_utilization")
+    util_txt = _now(util)
+    summary = f"CUDA out of memory after the KV cache was sized, during {where}"
+    if f.get("dummy_requests"):
+        summary += f" with {f['dummy_requests']} dummy requests"
+    parts = []
+    if "sampler" in where:
+        seqs = f.get("dummy_requests") or f.get("max_num_seqs")
+        parts.append(f"lower --max-num-seqs (the warm-up used {seqs} dummy requests; try {max(1, int(seqs) // 2)})" if seqs
+                     else "lower --max-num-seqs")
+    else:
+        parts.append("add --enforce-eager (no CUDA graphs) or lower --max-num-seqs / the CUDA graph capture sizes")
+    low = _lower_util(util)
+    parts.append(f"lower --gpu-memory-utilization{util_txt}" + (f" to {low:.2f}" if low else "")
+                 + " so the memory outside the budget (graphs, sampler buffers, CUDA context) fits")
+    return summary, "; or ".join(parts) + "."
+
+
+def _fix_cuda_oom_runtime(f: dict, where: str, kind: str) -> tuple[str, str]:
+    """Out of memory while serving: headroom for activations."""
+    util, mml = f.get("gpu_memory_utilization"), f.get("max_model_len")
+    util_txt = _now(util)
+    summary = "CUDA out of memory while serving requests"
+    if f.get("tried_to_allocate_gib") is not None:
+        summary += f" (tried to allocate {_fmt(f['tried_to_allocate_gib'])} GiB"
+        summary += f", {_fmt(f['free_gib'])} GiB free of {_fmt(f['total_gib'])})" if f.get("free_gib") is not None else ")"
+    low = _lower_util(util)
+    fix = (f"Lower --gpu-memory-utilization{util_txt}" + (f" to {low:.2f}" if low else "")
+           + " to leave headroom for activations, and/or lower --max-num-batched-tokens / --max-num-seqs"
+           + (f" / --max-model-len (now {mml})" if mml else "")
+           + "; if much memory is reserved but unallocated, set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.")
+    return summary, fix
+
+
+def _fix_tp_not_divisible(f: dict, where: str, kind: str) -> tuple[str, str]:
+    """A parallel size the GPUs, heads or experts do not divide."""
+    if kind == "too_few_gpus":
+        return ("Tensor/pipeline parallel size asks for more GPUs than the node has",
+                "Set --tensor-parallel-size × --pipeline-parallel-size to at most the number of visible GPUs "
+                "(check CUDA_VISIBLE_DEVICES / the container's device list).")
+    n = f.get("num_heads") or f.get("num_kv_heads") or f.get("divided")
+    tp = f.get("tp_size")
+    if f.get("ep_size") is not None:
+        return (f"Experts cannot be split over expert-parallel size {f['ep_size']}",
+                "Use a tensor/expert parallel size that divides the number of experts (powers of two usually), "
+                "or drop --enable-expert-parallel.")
+    what = "attention heads" if f.get("num_heads") else ("KV heads" if f.get("num_kv_heads") else "a model dimension")
+    summary = f"Tensor parallel size {tp} does not divide {what} ({n})"
+    if n:
+        divisors = [d for d in range(1, min(int(n), 16) + 1) if int(n) % d == 0]
+        fix = (f"Use a --tensor-parallel-size that divides {n}: {', '.join(map(str, divisors))}; or use "
+               f"--pipeline-parallel-size {tp} instead (no head-divisibility constraint).")
+    else:
+        fix = "Use a --tensor-parallel-size that divides the attention heads, or pipeline parallelism."
+    return summary, fix
+
+
+def _fix_max_len_over_model_limit(f: dict, where: str, kind: str) -> tuple[str, str]:
+    """max_model_len beyond the model's own context."""
+    mml = f.get("max_model_len")
+    derived = f.get("derived_max_model_len")
+    d = int(derived) if derived is not None else None
+    return (f"--max-model-len {mml} exceeds the model's own limit ({d})",
+            f"Set --max-model-len {d} or lower; set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 only if the model really "
+            "supports the longer context (rope scaling).")
+
+
+def _fix_driver_mismatch_or_no_driver(f: dict, where: str, kind: str) -> tuple[str, str]:
+    """No GPU visible, or a driver missing, mismatched or too old."""
+    if kind == "no_platform":
+        summary = "vLLM found no GPU platform (no CUDA device visible: container without GPUs or no driver)"
+    else:
+        summary = "The NVIDIA driver is missing, not visible, or does not match (driver/library mismatch or too old)"
+    if f.get("driver_cuda"):
+        v = int(f["driver_cuda"])
+        summary += f"; the driver supports CUDA up to {v // 1000}.{(v % 1000) // 10}"
+    return summary, ("In a container: run with GPU access (docker run --gpus all / Compose device reservation, "
+                     "NVIDIA container toolkit installed and configured). On the host: check `nvidia-smi`; "
+                     "after a driver upgrade reboot (driver/library mismatch); a driver too old for the "
+                     "torch wheel's CUDA needs a newer driver branch or a torch build for an older CUDA "
+                     "(vllm-deploy's compat gate checks this).")
+
+
+def _fix_lost_rank(f: dict, where: str, kind: str) -> tuple[str, str]:
+    """A peer rank of a multi-node instance went away."""
+    peer = f" at {f['peer']}" if f.get("peer") else ""
+    return (f"A peer rank of this multi-node instance went away (its connection{peer} closed); rank 0 stays up but "
+            "every request hangs",
+            "Bring the lost rank's host and unit back, then restart every rank of the instance, rank 0 last (the "
+            "ranks meet only at start): vllm-deploy's rank watch on rank 0 does this, or run deploy.yml.")
+
+
+def _fix_nccl_error(f: dict, where: str, kind: str) -> tuple[str, str]:
+    """NCCL failed: peer-to-peer, custom all-reduce, a hang or a system call."""
+    summary, first = {
+        "p2p": ("NCCL (multi-GPU communication) failed: peer-to-peer access between the GPUs is not supported",
+                "set NCCL_P2P_DISABLE=1 (consumer GPUs and some PCIe topologies have no P2P) and add "
+                "--disable-custom-all-reduce"),
+        "custom_allreduce": ("NCCL / vLLM's custom all-reduce failed ('invalid argument' on the CUDA IPC buffers)",
+                             "add --disable-custom-all-reduce (tensor parallelism falls back to NCCL's all-reduce); "
+                             "if NCCL itself fails, use an NCCL newer than 2.18 (the torch wheel's nvidia-nccl)"),
+        "timeout": ("An NCCL collective hung until the watchdog timed it out",
+                    "check every GPU of the group is healthy and not shared (nvidia-smi, dmesg Xid), set "
+                    "NCCL_DEBUG=INFO to find the rank that stopped, and upgrade vLLM if the thread of your "
+                    "version reports a hang"),
+        "system": ("NCCL failed in a system call (ncclSystemError / 'unhandled system error')",
+                   "in a container this is most often /dev/shm: run it with --ipc=host or a large --shm-size "
+                   "(Kubernetes: an emptyDir with medium: Memory on /dev/shm) and clear stale /dev/shm/nccl-* "
+                   "files; rerun with NCCL_DEBUG=INFO to see which call failed"),
+    }.get(kind, ("NCCL (multi-GPU communication) failed",
+                 "rerun with NCCL_DEBUG=INFO to see the cause; give the container --ipc=host or a large shm_size"))
+    return summary, (first + "; on consumer GPUs without P2P NCCL_P2P_DISABLE=1 and --disable-custom-all-reduce "
+                     "help; check all GPUs are visible and healthy (nvidia-smi, dmesg Xid).")
+
+
+def _fix_cuda_oom(f: dict, where: str, kind: str) -> tuple[str, str]:
+    """Out of memory at a point the log does not show."""
+    util = f.get("gpu_memory_utilization")
+    util_txt = _now(util)
+    summary = "CUDA out of memory; the log does not show where in start-up or serving it happened"
+    if f.get("tried_to_allocate_gib") is not None:
+        summary += f" (tried to allocate {_fmt(f['tried_to_allocate_gib'])} GiB)"
+    low = _lower_util(util)
+    return summary, (f"Lower --gpu-memory-utilization{util_txt}" + (f" to {low:.2f}" if low else "")
+                     + " and --max-num-seqs / --max-num-batched-tokens, or add --enforce-eager; if the weights "
+                     "alone do not fit, use more GPUs (-tp) or a quantized checkpoint. Collect the log from the "
+                     "start of the unit to see the phase (journalctl -u UNIT -b).")
+
+
+def _fix_model_not_supported(f: dict, where: str, kind: str) -> tuple[str, str]:
+    """An architecture this vLLM cannot load."""
+    mt = f.get("model_type")
+    return ((f"This vLLM/transformers cannot load model type '{mt}'" if mt else
+             "This vLLM cannot load the model's architecture (not supported, or its model registry failed)"),
+            "Upgrade vLLM together with the transformers it pins (a new architecture needs a newer release); "
+            "if the architecture is in vLLM's supported list, the install is broken: the registry imports each "
+            "model class in a subprocess, so reinstall vLLM and torch from one pinned set in a clean venv and "
+            "read the subprocess error above. A tokenizer class transformers lacks can also be the "
+            "repository's own code: then --trust-remote-code.")
+
+
+def _fix_shm_too_small(f: dict, where: str, kind: str) -> tuple[str, str]:
+    """/dev/shm too small for the workers."""
+    req = f.get("shm_required_mib")
+    summary = "Shared memory (/dev/shm) too small" + (f": {req} MiB required" if req else "")
+    if f.get("shm_free_mib") is not None:
+        summary += f", {f['shm_free_mib']} MiB free"
+    return summary, ("Run the container with --ipc=host or --shm-size=2g or more (Compose: shm_size / ipc: host; "
+                     "Kubernetes: an emptyDir with medium: Memory on /dev/shm); remove stale files in /dev/shm.")
+
+
+def _fix_port_in_use(f: dict, where: str, kind: str) -> tuple[str, str]:
+    """The listen port is taken."""
+    port = f.get("port")
+    return (f"Port {port} is already in use" if port else "The listen port is already in use",
+            (f"Find the owner with `ss -ltnp 'sport = :{port}'`" if port else "Find the owner with `ss -ltnp`")
+            + "; stop the other server (often an older vLLM instance) or give this instance another --port.")
+
+
+def _fix_model_not_found_or_auth(f: dict, where: str, kind: str) -> tuple[str, str]:
+    """The model could not be found or downloaded."""
+    return ("The model could not be found or downloaded (wrong name/path, gated repo or missing token)",
+            "Check the --model name or local path (it must hold config.json); for gated models accept the licence "
+            "on huggingface.co and provide HF_TOKEN (from the vault) to the service; with HF_HUB_OFFLINE=1 the "
+            "model must already be in HF_HOME.")
+
+
+def _fix_trust_remote_code_required(f: dict, where: str, kind: str) -> tuple[str, str]:
+    """The model's repository ships its own code."""
+    return ("The model repository ships custom code and needs trust_remote_code",
+            "Add --trust-remote-code (only for repositories you trust; pin --revision), or use a model "
+            "that transformers supports natively.")
+
+
+def _fix_unsupported_dtype_or_gpu(f: dict, where: str, kind: str) -> tuple[str, str]:
+    """A dtype or kernel this GPU does not support."""
+    cc = f.get("compute_capability")
+    summary = "The GPU does not support the requested dtype/kernel" + (f" (compute capability {cc})" if cc else "")
+    return summary, ("For bfloat16 on GPUs below compute capability 8.0 (V100, T4, 20xx) use --dtype half; "
+                     "for an unsupported quantization pick one the GPU supports; 'no kernel image' means the "
+                     "torch/vLLM build lacks this GPU's architecture (Blackwell needs a CUDA ≥12.8 build).")
+
+
+def _fix_config_rejected(f: dict, where: str, kind: str) -> tuple[str, str]:
+    """vLLM refused the combination of flags at start."""
+    where = f" ({f['config']})" if f.get("config") else ""
+    return (f"vLLM refused its configuration{where}: {f.get('message', '').rstrip('.')}",
+            "Change the flags the message names (vLLM checks this combination at start; the planner does not "
+            "model it), e.g. max_num_batched_tokens at least max_num_seqs and, without chunked prefill, "
+            "at least max_model_len.")
+
+
+# The fix of each category, beside the rules that find it: (figures, phase, kind) -> (summary, fix).
+_FIXES = {
+    "kv_cache_too_small": _fix_kv_cache_too_small,
+    "no_kv_memory": _fix_no_kv_memory,
+    "free_memory_below_request": _fix_free_memory_below_request,
+    "cuda_oom_weights": _fix_cuda_oom_weights,
+    "cuda_oom_after_kv": _fix_cuda_oom_after_kv,
+    "cuda_oom_runtime": _fix_cuda_oom_runtime,
+    "tp_not_divisible": _fix_tp_not_divisible,
+    "max_len_over_model_limit": _fix_max_len_over_model_limit,
+    "driver_mismatch_or_no_driver": _fix_driver_mismatch_or_no_driver,
+    "lost_rank": _fix_lost_rank,
+    "nccl_error": _fix_nccl_error,
+    "cuda_oom": _fix_cuda_oom,
+    "model_not_supported": _fix_model_not_supported,
+    "shm_too_small": _fix_shm_too_small,
+    "port_in_use": _fix_port_in_use,
+    "model_not_found_or_auth": _fix_model_not_found_or_auth,
+    "trust_remote_code_required": _fix_trust_remote_code_required,
+    "unsupported_dtype_or_gpu": _fix_unsupported_dtype_or_gpu,
+    "config_rejected": _fix_config_rejected,
+}
+
+
 # Start-up milestones in the order vLLM reaches them (V0 and V1 wordings): (name the log reached, the phase
 # a failure right after it is in, how sure that is). Progress bars count as "in progress" milestones.
 _MILESTONES = [
@@ -493,201 +783,9 @@ def _lower_util(util, step=0.05):
 
 
 def _fix(category: str, f: dict, where: str = "", kind: str = "") -> tuple[str, str]:
-    """(summary, fix) with the figures filled in."""
-    util, mml = f.get("gpu_memory_utilization"), f.get("max_model_len")
-    util_txt = f" (now {_fmt(util)})" if util is not None else ""
-    if category == "kv_cache_too_small":
-        est = f.get("estimated_max_model_len") or f.get("kv_tokens")
-        summary = f"KV cache too small for one request at max_model_len {mml}"
-        if "kv_needed_gib" in f:
-            summary += f": {_fmt(f['kv_needed_gib'])} GiB needed"
-            if "kv_available_gib" in f:
-                summary += f", {_fmt(f['kv_available_gib'])} GiB available"
-        elif "kv_tokens" in f:
-            summary += f": the cache holds only {f['kv_tokens']} tokens"
-        fix = (f"set --max-model-len {est} or lower" if est else "lower --max-model-len")
-        fix += f", or raise --gpu-memory-utilization{util_txt}"
-        if "kv_needed_gib" in f and "kv_available_gib" in f and f.get("total_gib") and util is not None:
-            need = math.ceil((float(util) + (f["kv_needed_gib"] - f["kv_available_gib"]) / f["total_gib"]) * 100) / 100
-            fix += f" to about {need:.2f} if the GPU has that much free"
-        fix += ", or use --kv-cache-dtype fp8 (half the KV bytes per token), or spread the model over more GPUs (-tp)."
-        return summary, fix
-    if category == "no_kv_memory":
-        summary = "No memory left for the KV cache after weights and the profiling run"
-        if f.get("weights_gib") is not None:
-            summary += f" (weights take {_fmt(f['weights_gib'])} GiB)"
-        fix = (f"Raise --gpu-memory-utilization{util_txt} (it is a share of TOTAL GPU memory, per instance), "
-               "lower --max-num-batched-tokens / --max-num-seqs, or use a quantized model or more GPUs (-tp).")
-        return summary, fix
-    if category == "free_memory_below_request":
-        free, total = f.get("free_gib"), f.get("total_gib")
-        if free is not None and total:
-            summary = (f"Only {_fmt(free)} of {_fmt(total)} GiB free at startup, below the requested "
-                       f"{_fmt(f.get('requested_gib', '?'))} GiB (gpu_memory_utilization {_fmt(util)})")
-            suggestion = math.floor(free / total * 100) / 100
-            if suggestion * total >= free:
-                suggestion -= 0.01
-            fix = (f"Set --gpu-memory-utilization {suggestion:.2f} or lower (free/total = {free / total:.3f}), "
-                   "or stop the other processes holding this GPU (nvidia-smi shows them; another vLLM instance "
-                   "on the same GPU counts too).")
-        else:
-            summary = "GPU memory changed under vLLM during startup (another process uses this GPU)"
-            fix = "Give vLLM a GPU no other process uses, or lower --gpu-memory-utilization."
-        return summary, fix
-    if category == "cuda_oom_weights":
-        summary = f"CUDA out of memory during {where or 'model loading'}"
-        if f.get("tried_to_allocate_gib") is not None:
-            summary += f" (tried to allocate {_fmt(f['tried_to_allocate_gib'])} GiB)"
-        if "profiling" in where:
-            fix = ("The weights loaded but the profiling forward pass did not fit: lower --max-num-batched-tokens "
-                   "(and --max-model-len on V0), or use more GPUs (-tp) or a quantized model.")
-        else:
-            fix = ("The weights do not fit: use more GPUs (-tp N), a quantized checkpoint (AWQ/GPTQ/FP8), a smaller "
-                   "model or --cpu-offload-gb; check nothing else holds GPU memory.")
-        return summary, fix
-    if category == "cuda_oom_after_kv":
-        summary = f"CUDA out of memory after the KV cache was sized, during {where}"
-        if f.get("dummy_requests"):
-            summary += f" with {f['dummy_requests']} dummy requests"
-        parts = []
-        if "sampler" in where:
-            seqs = f.get("dummy_requests") or f.get("max_num_seqs")
-            parts.append(f"lower --max-num-seqs (the warm-up used {seqs} dummy requests; try {max(1, int(seqs) // 2)})" if seqs
-                         else "lower --max-num-seqs")
-        else:
-            parts.append("add --enforce-eager (no CUDA graphs) or lower --max-num-seqs / the CUDA graph capture sizes")
-        low = _lower_util(util)
-        parts.append(f"lower --gpu-memory-utilization{util_txt}" + (f" to {low:.2f}" if low else "")
-                     + " so the memory outside the budget (graphs, sampler buffers, CUDA context) fits")
-        return summary, "; or ".join(parts) + "."
-    if category == "cuda_oom_runtime":
-        summary = "CUDA out of memory while serving requests"
-        if f.get("tried_to_allocate_gib") is not None:
-            summary += f" (tried to allocate {_fmt(f['tried_to_allocate_gib'])} GiB"
-            summary += f", {_fmt(f['free_gib'])} GiB free of {_fmt(f['total_gib'])})" if f.get("free_gib") is not None else ")"
-        low = _lower_util(util)
-        fix = (f"Lower --gpu-memory-utilization{util_txt}" + (f" to {low:.2f}" if low else "")
-               + " to leave headroom for activations, and/or lower --max-num-batched-tokens / --max-num-seqs"
-               + (f" / --max-model-len (now {mml})" if mml else "")
-               + "; if much memory is reserved but unallocated, set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.")
-        return summary, fix
-    if category == "tp_not_divisible":
-        if kind == "too_few_gpus":
-            return ("Tensor/pipeline parallel size asks for more GPUs than the node has",
-                    "Set --tensor-parallel-size × --pipeline-parallel-size to at most the number of visible GPUs "
-                    "(check CUDA_VISIBLE_DEVICES / the container's device list).")
-        n = f.get("num_heads") or f.get("num_kv_heads") or f.get("divided")
-        tp = f.get("tp_size")
-        if f.get("ep_size") is not None:
-            return (f"Experts cannot be split over expert-parallel size {f['ep_size']}",
-                    "Use a tensor/expert parallel size that divides the number of experts (powers of two usually), "
-                    "or drop --enable-expert-parallel.")
-        what = "attention heads" if f.get("num_heads") else ("KV heads" if f.get("num_kv_heads") else "a model dimension")
-        summary = f"Tensor parallel size {tp} does not divide {what} ({n})"
-        if n:
-            divisors = [d for d in range(1, min(int(n), 16) + 1) if int(n) % d == 0]
-            fix = (f"Use a --tensor-parallel-size that divides {n}: {', '.join(map(str, divisors))}; or use "
-                   f"--pipeline-parallel-size {tp} instead (no head-divisibility constraint).")
-        else:
-            fix = "Use a --tensor-parallel-size that divides the attention heads, or pipeline parallelism."
-        return summary, fix
-    if category == "max_len_over_model_limit":
-        derived = f.get("derived_max_model_len")
-        d = int(derived) if derived is not None else None
-        return (f"--max-model-len {mml} exceeds the model's own limit ({d})",
-                f"Set --max-model-len {d} or lower; set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 only if the model really "
-                "supports the longer context (rope scaling).")
-    if category == "driver_mismatch_or_no_driver":
-        if kind == "no_platform":
-            summary = "vLLM found no GPU platform (no CUDA device visible: container without GPUs or no driver)"
-        else:
-            summary = "The NVIDIA driver is missing, not visible, or does not match (driver/library mismatch or too old)"
-        if f.get("driver_cuda"):
-            v = int(f["driver_cuda"])
-            summary += f"; the driver supports CUDA up to {v // 1000}.{(v % 1000) // 10}"
-        return summary, ("In a container: run with GPU access (docker run --gpus all / Compose device reservation, "
-                         "NVIDIA container toolkit installed and configured). On the host: check `nvidia-smi`; "
-                         "after a driver upgrade reboot (driver/library mismatch); a driver too old for the "
-                         "torch wheel's CUDA needs a newer driver branch or a torch build for an older CUDA "
-                         "(vllm-deploy's compat gate checks this).")
-    if category == "lost_rank":
-        peer = f" at {f['peer']}" if f.get("peer") else ""
-        return (f"A peer rank of this multi-node instance went away (its connection{peer} closed); rank 0 stays up but "
-                "every request hangs",
-                "Bring the lost rank's host and unit back, then restart every rank of the instance, rank 0 last (the "
-                "ranks meet only at start): vllm-deploy's rank watch on rank 0 does this, or run deploy.yml.")
-    if category == "nccl_error":
-        summary, first = {
-            "p2p": ("NCCL (multi-GPU communication) failed: peer-to-peer access between the GPUs is not supported",
-                    "set NCCL_P2P_DISABLE=1 (consumer GPUs and some PCIe topologies have no P2P) and add "
-                    "--disable-custom-all-reduce"),
-            "custom_allreduce": ("NCCL / vLLM's custom all-reduce failed ('invalid argument' on the CUDA IPC buffers)",
-                                 "add --disable-custom-all-reduce (tensor parallelism falls back to NCCL's all-reduce); "
-                                 "if NCCL itself fails, use an NCCL newer than 2.18 (the torch wheel's nvidia-nccl)"),
-            "timeout": ("An NCCL collective hung until the watchdog timed it out",
-                        "check every GPU of the group is healthy and not shared (nvidia-smi, dmesg Xid), set "
-                        "NCCL_DEBUG=INFO to find the rank that stopped, and upgrade vLLM if the thread of your "
-                        "version reports a hang"),
-            "system": ("NCCL failed in a system call (ncclSystemError / 'unhandled system error')",
-                       "in a container this is most often /dev/shm: run it with --ipc=host or a large --shm-size "
-                       "(Kubernetes: an emptyDir with medium: Memory on /dev/shm) and clear stale /dev/shm/nccl-* "
-                       "files; rerun with NCCL_DEBUG=INFO to see which call failed"),
-        }.get(kind, ("NCCL (multi-GPU communication) failed",
-                     "rerun with NCCL_DEBUG=INFO to see the cause; give the container --ipc=host or a large shm_size"))
-        return summary, (first + "; on consumer GPUs without P2P NCCL_P2P_DISABLE=1 and --disable-custom-all-reduce "
-                         "help; check all GPUs are visible and healthy (nvidia-smi, dmesg Xid).")
-    if category == "cuda_oom":
-        summary = "CUDA out of memory; the log does not show where in start-up or serving it happened"
-        if f.get("tried_to_allocate_gib") is not None:
-            summary += f" (tried to allocate {_fmt(f['tried_to_allocate_gib'])} GiB)"
-        low = _lower_util(util)
-        return summary, (f"Lower --gpu-memory-utilization{util_txt}" + (f" to {low:.2f}" if low else "")
-                         + " and --max-num-seqs / --max-num-batched-tokens, or add --enforce-eager; if the weights "
-                         "alone do not fit, use more GPUs (-tp) or a quantized checkpoint. Collect the log from the "
-                         "start of the unit to see the phase (journalctl -u UNIT -b).")
-    if category == "model_not_supported":
-        mt = f.get("model_type")
-        return ((f"This vLLM/transformers cannot load model type '{mt}'" if mt else
-                 "This vLLM cannot load the model's architecture (not supported, or its model registry failed)"),
-                "Upgrade vLLM together with the transformers it pins (a new architecture needs a newer release); "
-                "if the architecture is in vLLM's supported list, the install is broken: the registry imports each "
-                "model class in a subprocess, so reinstall vLLM and torch from one pinned set in a clean venv and "
-                "read the subprocess error above. A tokenizer class transformers lacks can also be the "
-                "repository's own code: then --trust-remote-code.")
-    if category == "shm_too_small":
-        req = f.get("shm_required_mib")
-        summary = "Shared memory (/dev/shm) too small" + (f": {req} MiB required" if req else "")
-        if f.get("shm_free_mib") is not None:
-            summary += f", {f['shm_free_mib']} MiB free"
-        return summary, ("Run the container with --ipc=host or --shm-size=2g or more (Compose: shm_size / ipc: host; "
-                         "Kubernetes: an emptyDir with medium: Memory on /dev/shm); remove stale files in /dev/shm.")
-    if category == "port_in_use":
-        port = f.get("port")
-        return (f"Port {port} is already in use" if port else "The listen port is already in use",
-                (f"Find the owner with `ss -ltnp 'sport = :{port}'`" if port else "Find the owner with `ss -ltnp`")
-                + "; stop the other server (often an older vLLM instance) or give this instance another --port.")
-    if category == "model_not_found_or_auth":
-        return ("The model could not be found or downloaded (wrong name/path, gated repo or missing token)",
-                "Check the --model name or local path (it must hold config.json); for gated models accept the licence "
-                "on huggingface.co and provide HF_TOKEN (from the vault) to the service; with HF_HUB_OFFLINE=1 the "
-                "model must already be in HF_HOME.")
-    if category == "trust_remote_code_required":
-        return ("The model repository ships custom code and needs trust_remote_code",
-                "Add --trust-remote-code (only for repositories you trust; pin --revision), or use a model "
-                "that transformers supports natively.")
-    if category == "unsupported_dtype_or_gpu":
-        cc = f.get("compute_capability")
-        summary = "The GPU does not support the requested dtype/kernel" + (f" (compute capability {cc})" if cc else "")
-        return summary, ("For bfloat16 on GPUs below compute capability 8.0 (V100, T4, 20xx) use --dtype half; "
-                         "for an unsupported quantization pick one the GPU supports; 'no kernel image' means the "
-                         "torch/vLLM build lacks this GPU's architecture (Blackwell needs a CUDA ≥12.8 build).")
-    if category == "config_rejected":
-        where = f" ({f['config']})" if f.get("config") else ""
-        return (f"vLLM refused its configuration{where}: {f.get('message', '').rstrip('.')}",
-                "Change the flags the message names (vLLM checks this combination at start; the planner does not "
-                "model it), e.g. max_num_batched_tokens at least max_num_seqs and, without chunked prefill, "
-                "at least max_model_len.")
-    return "", ""
+    """(summary, fix) with the figures filled in; nothing for a category without a fix."""
+    fix = _FIXES.get(category)
+    return fix(f, where, kind) if fix else ("", "")
 
 
 def diagnose(text) -> Diagnosis:

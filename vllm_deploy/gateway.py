@@ -19,6 +19,8 @@ import hashlib
 import re
 from typing import Any
 
+from vllm_deploy._validation import _is_int
+
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 WILDCARD = ("0.0.0.0", "::")
 # HAProxy's proxy and server names: letters, digits, '-', '_', '.', ':'.
@@ -29,10 +31,6 @@ SERVED_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/+-]{0,127}$")
 KEY_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 # A key sits in a map file (whitespace splits its columns) and in an Authorization header.
 KEY_RE = re.compile(r"^[A-Za-z0-9._~+/=-]{16,256}$")
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def haproxy_name(text: str) -> str:

@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 from vllm_deploy import cpus as cpu_binding
+from vllm_deploy._validation import _closest, _describe, _is_gpu_ref, _is_int, _plain, _Problems
 
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,47}")
 FLAG_RE = re.compile(r"[a-z][a-z0-9_]*")
@@ -79,35 +80,9 @@ ENGINES = ("auto", "gpu", "cpu")
 MODEL_SOURCES = ("present", "generate")
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_gpu_ref(value: Any) -> bool:
-    return (_is_int(value) and value >= 0) or (
-        isinstance(value, str) and re.fullmatch(r"(GPU|MIG)-[A-Za-z0-9/-]+", value) is not None)
-
-
 def is_mig_ref(value: Any) -> bool:
     """A MIG device's UUID as nvidia-smi -L prints it: MIG-<uuid>, or MIG-GPU-<uuid>/<gi>/<ci> (R450/R460)."""
     return isinstance(value, str) and value.startswith("MIG-")
-
-
-def _plain(value: Any) -> Any:
-    """Builtin types for whatever Ansible passes (its tagged str/dict/list subclasses), recursively."""
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, dict):
-        return {_plain(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, str):
-        return str.__str__(value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    return value
 
 
 def control_char(value: Any) -> str | None:
@@ -132,18 +107,6 @@ def _dash_value(value: Any) -> str | None:
             except ValueError:
                 return item
     return None
-
-
-def _closest(name: str, names: Any) -> str | None:
-    from vllm_deploy import vllm_args
-
-    return vllm_args.closest(name, names)
-
-
-def _describe(value: Any) -> str:
-    from vllm_deploy import vllm_args
-
-    return f"{vllm_args.type_name(value)} {value!r}"
 
 
 def _bind_problem(bind: Any) -> tuple[str, str] | None:
@@ -248,21 +211,44 @@ def validate_inventory(models: Any, instances: Any, *, host: str = "", gpus: lis
     pinned vLLM's argument list (vllm_deploy/data/vllm-args)."""
     from vllm_deploy import compat, vllm_args
 
-    where = f"{host}: " if host else ""
-    errors: list[str] = []
+    problems = _Problems(f"{host}: " if host else "")
+    err = problems.err
     fleet_given = fleet is not None
     models, instances, fleet = _plain(models), _plain(instances), _plain(fleet or {})
 
-    def err(var: str, problem: str, fix: str) -> None:
-        errors.append(f"{where}{var}: {problem} — {fix}")
+    models = _check_models(problems, models)
+    if not isinstance(instances, list):
+        err("vllm_instances", f"must be a list of instances, got {_describe(instances)}",
+            "e.g. vllm_instances: [{name: qwen-0, model: qwen7b, gpus: [0], port: 8000}]")
+        return problems.lines
 
-    def unknown_keys(var: str, item: dict, known: tuple[str, ...]) -> None:
-        for key in item:
-            if key not in known:
-                guess = _closest(str(key), known)
-                err(f"{var}.{key}", "is not a setting vllm-deploy reads",
-                    f"did you mean {guess}?" if guess else f"use {', '.join(known)}")
+    # Flags against vLLM's argument list only where the fleet inputs say which build serves (play 1);
+    # the re-checks after gpu_facts only look at the GPUs again.
+    spec = None
+    if fleet_given:
+        try:
+            spec = vllm_args.for_pins(fleet.get("versions") or compat.load_versions(), str(fleet.get("engine", "auto")))
+        except ValueError as exc:
+            err("vllm_versions_override", str(exc), "pin a vLLM version with a dump in vllm_deploy/data/vllm-args")
+            return problems.lines
+    check = _InstancesCheck(problems, models, fleet, fleet_given, spec, gpus, mig_devices, mig_gpus)
+    for i, inst in enumerate(instances):
+        check.instance(i, inst)
+    return problems.lines
 
+
+def _unknown_keys(problems: _Problems, var: str, item: dict, known: tuple[str, ...]) -> None:
+    """A setting vllm-deploy does not read, with the closest one it does."""
+    for key in item:
+        if key not in known:
+            guess = _closest(str(key), known)
+            problems.err(f"{var}.{key}", "is not a setting vllm-deploy reads",
+                         f"did you mean {guess}?" if guess else f"use {', '.join(known)}")
+
+
+def _check_models(problems: _Problems, models: Any) -> dict:
+    """vllm_models: each name, path, source, served name, private and generate shape; the mapping to go on with."""
+    err = problems.err
     if not isinstance(models, dict):
         err("vllm_models", f"must be a mapping of model name to settings, got {_describe(models)}",
             "see inventory/example/group_vars/gpu-nodes/vllm.yml")
@@ -276,14 +262,8 @@ def validate_inventory(models: Any, instances: Any, *, host: str = "", gpus: lis
         if not isinstance(model, dict):
             err(var, f"must be a mapping, got {_describe(model)}", "give at least `path: /srv/models/NAME`")
             continue
-        unknown_keys(var, model, MODEL_KEYS)
-        path = model.get("path")
-        if not isinstance(path, str) or not path.startswith("/"):
-            err(f"{var}.path", f"must be an absolute path on the node, got {path!r}", "e.g. path: /srv/models/Qwen2.5-7B-Instruct")
-        elif control_char(path):
-            err(f"{var}.path", f"contains the control character {control_char(path)}", "remove it (the path reaches the unit, the Compose file and vLLM's command line)")
-        elif not PATH_RE.fullmatch(path):
-            err(f"{var}.path", f"{path!r} holds a space or a colon", "use a path without spaces or colons (Compose splits volumes on `:`)")
+        _unknown_keys(problems, var, model, MODEL_KEYS)
+        _check_model_path(problems, var, model.get("path"))
         source = model.get("source", "present")
         if source not in MODEL_SOURCES:
             err(f"{var}.source", f"unknown source {source!r}", f"use one of {', '.join(MODEL_SOURCES)}")
@@ -293,204 +273,256 @@ def validate_inventory(models: Any, instances: Any, *, host: str = "", gpus: lis
         if "private" in model and not isinstance(model["private"], bool):
             err(f"{var}.private", f"must be true or false, got {_describe(model['private'])}",
                 "set private: true for weights only the service user may read")
-        generate = model.get("generate", {})
-        if not isinstance(generate, dict):
-            err(f"{var}.generate", f"must be a mapping of the tiny model's shape, got {_describe(generate)}", "e.g. generate: {layers: 2, hidden: 128}")
-            generate = {}
-        for key, value in generate.items():
-            if key not in GENERATE_KEYS:
-                guess = _closest(str(key), GENERATE_KEYS)
-                err(f"{var}.generate.{key}", "is not a shape setting of the tiny-model generator",
-                    f"did you mean {guess}?" if guess else f"use {', '.join(GENERATE_KEYS)}")
-            elif not _is_int(value) or value < (0 if key == "seed" else 1):
-                err(f"{var}.generate.{key}", f"must be a positive integer, got {_describe(value)}", f"e.g. {key}: 2")
+        _check_generate(problems, var, model.get("generate", {}))
+    return models
 
-    if not isinstance(instances, list):
-        err("vllm_instances", f"must be a list of instances, got {_describe(instances)}",
-            "e.g. vllm_instances: [{name: qwen-0, model: qwen7b, gpus: [0], port: 8000}]")
-        return errors
 
-    # Flags against vLLM's argument list only where the fleet inputs say which build serves (play 1);
-    # the re-checks after gpu_facts only look at the GPUs again.
-    spec = None
-    if fleet_given:
-        try:
-            spec = vllm_args.for_pins(fleet.get("versions") or compat.load_versions(), str(fleet.get("engine", "auto")))
-        except ValueError as exc:
-            err("vllm_versions_override", str(exc), "pin a vLLM version with a dump in vllm_deploy/data/vllm-args")
-            return errors
-    default_bind = fleet.get("bind", "127.0.0.1")
-    key_set = bool(fleet.get("api_key"))
-    private = fleet.get("private_network") is True
+def _check_model_path(problems: _Problems, var: str, path: Any) -> None:
+    """A model's path: absolute, no control character, nothing Compose would split on."""
+    if not isinstance(path, str) or not path.startswith("/"):
+        problems.err(f"{var}.path", f"must be an absolute path on the node, got {path!r}", "e.g. path: /srv/models/Qwen2.5-7B-Instruct")
+    elif control_char(path):
+        problems.err(f"{var}.path", f"contains the control character {control_char(path)}", "remove it (the path reaches the unit, the Compose file and vLLM's command line)")
+    elif not PATH_RE.fullmatch(path):
+        problems.err(f"{var}.path", f"{path!r} holds a space or a colon", "use a path without spaces or colons (Compose splits volumes on `:`)")
 
-    seen_names: dict[str, int] = {}
-    seen_ports: dict[int, str] = {}
-    seen_gpus: dict[Any, str] = {}
-    gpu_indexes = {g.get("index") for g in gpus or []}
-    gpu_uuids = {g.get("uuid") for g in gpus or []}
-    index_of_uuid = {g.get("uuid"): g.get("index") for g in gpus or [] if g.get("uuid")}
-    migs = {d.get("uuid"): d for d in _plain(mig_devices or [])}
-    in_mig_mode = set(_plain(mig_gpus or []))
-    seen_gpu_instances: dict[tuple, tuple[str, str]] = {}
-    for i, inst in enumerate(instances):
+
+def _check_generate(problems: _Problems, var: str, generate: Any) -> None:
+    """A `source: generate` model's shape: known keys, positive integers (seed may be 0)."""
+    if not isinstance(generate, dict):
+        problems.err(f"{var}.generate", f"must be a mapping of the tiny model's shape, got {_describe(generate)}", "e.g. generate: {layers: 2, hidden: 128}")
+        generate = {}
+    for key, value in generate.items():
+        if key not in GENERATE_KEYS:
+            guess = _closest(str(key), GENERATE_KEYS)
+            problems.err(f"{var}.generate.{key}", "is not a shape setting of the tiny-model generator",
+                         f"did you mean {guess}?" if guess else f"use {', '.join(GENERATE_KEYS)}")
+        elif not _is_int(value) or value < (0 if key == "seed" else 1):
+            problems.err(f"{var}.generate.{key}", f"must be a positive integer, got {_describe(value)}", f"e.g. {key}: 2")
+
+
+class _InstancesCheck:
+    """vllm_instances checked one instance at a time, against what the instances before it claimed
+    (names, ports, GPUs, MIG GPU instances) and the node's GPUs where they are known."""
+
+    def __init__(self, problems: _Problems, models: dict, fleet: dict, fleet_given: bool, spec: dict | None,
+                 gpus: list[dict] | None, mig_devices: list[dict] | None, mig_gpus: list[int] | None) -> None:
+        self.problems, self.err = problems, problems.err
+        self.models, self.spec, self.fleet_given = models, spec, fleet_given
+        self.default_bind = fleet.get("bind", "127.0.0.1")
+        self.key_set = bool(fleet.get("api_key"))
+        self.private = fleet.get("private_network") is True
+        self.seen_names: dict[str, int] = {}
+        self.seen_ports: dict[int, str] = {}
+        self.seen_gpus: dict[Any, str] = {}
+        self.seen_gpu_instances: dict[tuple, tuple[str, str]] = {}
+        self.gpus, self.mig_known = gpus, mig_devices is not None
+        self.gpu_indexes = {g.get("index") for g in gpus or []}
+        self.gpu_uuids = {g.get("uuid") for g in gpus or []}
+        self.index_of_uuid = {g.get("uuid"): g.get("index") for g in gpus or [] if g.get("uuid")}
+        self.migs = {d.get("uuid"): d for d in _plain(mig_devices or [])}
+        self.in_mig_mode = set(_plain(mig_gpus or []))
+
+    def instance(self, i: int, inst: Any) -> None:
+        """Every check of vllm_instances[i], in the order its problems are listed."""
         var = f"vllm_instances[{i}]"
         if not isinstance(inst, dict):
-            err(var, f"must be a mapping, got {_describe(inst)}", "give name, model, gpus and port")
-            continue
-        unknown_keys(var, inst, INSTANCE_KEYS)
+            self.err(var, f"must be a mapping, got {_describe(inst)}", "give name, model, gpus and port")
+            return
+        _unknown_keys(self.problems, var, inst, INSTANCE_KEYS)
+        label = self._name(i, var, inst)
+        self._model(var, inst)
+        self._port(var, inst, label)
+        self._bind(var, inst, label)
+        devices = self._devices(var, inst, label)
+        self._cpu_settings(var, inst)
+        flags = self._flags(var, inst)
+        self._parallel(var, flags, devices)
+        self._env(var, inst)
+
+    def _name(self, i: int, var: str, inst: dict) -> Any:
+        """The instance's name: valid and not used twice; what later problems call the instance."""
         name = inst.get("name")
         if not isinstance(name, str) or not NAME_RE.fullmatch(name):
-            err(f"{var}.name", f"{name!r} is not a valid instance name",
-                "use lower-case letters, digits and dashes (it becomes the unit name vllm-NAME)")
-        elif name in seen_names:
-            err(f"{var}.name", f"{name!r} is used twice (also vllm_instances[{seen_names[name]}])", "give each instance its own name")
+            self.err(f"{var}.name", f"{name!r} is not a valid instance name",
+                     "use lower-case letters, digits and dashes (it becomes the unit name vllm-NAME)")
+        elif name in self.seen_names:
+            self.err(f"{var}.name", f"{name!r} is used twice (also vllm_instances[{self.seen_names[name]}])", "give each instance its own name")
         else:
-            seen_names[name] = i
-        label = name if isinstance(name, str) else var
+            self.seen_names[name] = i
+        return name if isinstance(name, str) else var
 
+    def _model(self, var: str, inst: dict) -> None:
+        """The instance's model is a key of vllm_models."""
         model = inst.get("model")
-        if not isinstance(model, str) or model not in models:
-            known = ", ".join(sorted(models)) or "none defined"
-            guess = _closest(model, models) if isinstance(model, str) else None
-            err(f"{var}.model", f"{model!r} is not a key of vllm_models (known: {known})",
-                f"did you mean {guess}?" if guess else "add it to vllm_models or fix the name")
+        if not isinstance(model, str) or model not in self.models:
+            known = ", ".join(sorted(self.models)) or "none defined"
+            guess = _closest(model, self.models) if isinstance(model, str) else None
+            self.err(f"{var}.model", f"{model!r} is not a key of vllm_models (known: {known})",
+                     f"did you mean {guess}?" if guess else "add it to vllm_models or fix the name")
 
+    def _port(self, var: str, inst: dict, label: Any) -> None:
+        """A port 1-65535 no other instance of the host uses."""
         port = inst.get("port")
         if not _is_int(port) or not 1 <= port <= 65535:
-            err(f"{var}.port", f"must be an integer 1-65535, got {port!r}", "e.g. port: 8000")
-        elif port in seen_ports:
-            err(f"{var}.port", f"port {port} is already used by instance {seen_ports[port]}", "give each instance on a host its own port")
+            self.err(f"{var}.port", f"must be an integer 1-65535, got {port!r}", "e.g. port: 8000")
+        elif port in self.seen_ports:
+            self.err(f"{var}.port", f"port {port} is already used by instance {self.seen_ports[port]}", "give each instance on a host its own port")
         else:
-            seen_ports[port] = label
+            self.seen_ports[port] = label
 
+    def _bind(self, var: str, inst: dict, label: Any) -> None:
+        """The bind address, and no listening beyond localhost without an API key or a private network."""
         if "bind" in inst:
             problem = _bind_problem(inst["bind"])
             if problem:
-                err(f"{var}.bind", *problem)
-        bind, bind_var = (inst["bind"], f"{var}.bind") if "bind" in inst else (default_bind, "vllm_bind")
-        if fleet_given and _beyond_localhost(bind) and not key_set and not private:
-            err(bind_var, f"instance {label} listens on {bind} (beyond localhost) without an API key",
-                "set vault_vllm_api_key, bind 127.0.0.1, or set vllm_private_network: true if only a trusted network reaches this node")
+                self.err(f"{var}.bind", *problem)
+        bind, bind_var = (inst["bind"], f"{var}.bind") if "bind" in inst else (self.default_bind, "vllm_bind")
+        if self.fleet_given and _beyond_localhost(bind) and not self.key_set and not self.private:
+            self.err(bind_var, f"instance {label} listens on {bind} (beyond localhost) without an API key",
+                     "set vault_vllm_api_key, bind 127.0.0.1, or set vllm_private_network: true if only a trusted network reaches this node")
 
+    def _devices(self, var: str, inst: dict, label: Any) -> list:
+        """The pinned GPUs: a list, a MIG device alone, each a GPU reference pinned once; the list to go on with."""
         devices = inst.get("gpus", [])
         if not isinstance(devices, list):
-            err(f"{var}.gpus", f"must be a list of GPU indexes, got {_describe(devices)}", "e.g. gpus: [0] or gpus: [0, 1]; [] on CPU nodes")
+            self.err(f"{var}.gpus", f"must be a list of GPU indexes, got {_describe(devices)}", "e.g. gpus: [0] or gpus: [0, 1]; [] on CPU nodes")
             devices = []
         if any(is_mig_ref(d) for d in devices) and len(devices) > 1:
             # NVIDIA's MIG guide: a CUDA process enumerates one MIG device, and slices have no peer access.
-            err(f"{var}.gpus", f"a MIG device must be the instance's only GPU, got {len(devices)}: "
-                f"{', '.join(str(d) for d in devices)}",
-                "pin one MIG device per instance (gpus: [\"MIG-...\"]): CUDA gives a process a single MIG device, "
-                "so tensor or pipeline parallelism cannot span MIG slices")
+            self.err(f"{var}.gpus", f"a MIG device must be the instance's only GPU, got {len(devices)}: "
+                     f"{', '.join(str(d) for d in devices)}",
+                     "pin one MIG device per instance (gpus: [\"MIG-...\"]): CUDA gives a process a single MIG device, "
+                     "so tensor or pipeline parallelism cannot span MIG slices")
         for dev in devices:
             if not _is_gpu_ref(dev):
-                err(f"{var}.gpus", f"{dev!r} is not a GPU index", "use integers as nvidia-smi numbers them, e.g. gpus: [0, 1], or GPU UUIDs")
+                self.err(f"{var}.gpus", f"{dev!r} is not a GPU index", "use integers as nvidia-smi numbers them, e.g. gpus: [0, 1], or GPU UUIDs")
                 continue
-            if dev in seen_gpus:
-                err(f"{var}.gpus", f"GPU {dev} is already pinned to instance {seen_gpus[dev]}",
-                    "give each instance its own GPUs (two vLLM engines on one GPU each claim gpu_memory_utilization of it)")
+            if dev in self.seen_gpus:
+                self.err(f"{var}.gpus", f"GPU {dev} is already pinned to instance {self.seen_gpus[dev]}",
+                         "give each instance its own GPUs (two vLLM engines on one GPU each claim gpu_memory_utilization of it)")
             else:
-                seen_gpus[dev] = label
+                self.seen_gpus[dev] = label
             if is_mig_ref(dev):
-                if mig_devices is None:
-                    continue
-                mig = migs.get(dev)
-                if mig is None:
-                    have = ", ".join(f"{u} ({d.get('profile')} on GPU {d.get('gpu_index')})" for u, d in migs.items())
-                    err(f"{var}.gpus", f"MIG device {dev} does not exist on this node "
-                        f"(nvidia-smi -L lists: {have or 'no MIG device'})",
-                        "pin a MIG UUID from `nvidia-smi -L`, or create the MIG instance first (nvidia-smi mig -cgi ... -C)")
-                    continue
-                shared = (mig.get("gpu_index"), mig.get("gpu_instance"))
-                if shared in seen_gpu_instances and seen_gpu_instances[shared][1] != dev:
-                    other, other_dev = seen_gpu_instances[shared]
-                    err(f"{var}.gpus", f"MIG device {dev} shares GPU instance {shared[1]} of GPU {shared[0]} (its "
-                        f"{mig.get('memory_total_mib')} MiB) with {other_dev} of instance {other}",
-                        "pin MIG devices of different GPU instances: compute instances of one GPU instance share its "
-                        "memory, and each engine would claim gpu_memory_utilization of all of it")
-                else:
-                    seen_gpu_instances[shared] = (label, dev)
-                continue
-            if gpus is not None:
-                known = dev in gpu_indexes if _is_int(dev) else dev in gpu_uuids
-                if not known:
-                    have = ", ".join(str(g.get("index")) for g in gpus) or "none (no GPU found)"
-                    err(f"{var}.gpus", f"GPU {dev} does not exist on this node (nvidia-smi lists: {have})",
-                        "pin GPUs the node has, or fix the node's driver if GPUs are missing")
-                    continue
-                index = dev if _is_int(dev) else index_of_uuid.get(dev)
-                if index in in_mig_mode:
-                    slices = ", ".join(u for u, d in migs.items() if d.get("gpu_index") == index)
-                    err(f"{var}.gpus", f"GPU {dev} is in MIG mode: CUDA sees only its MIG devices, not the whole GPU",
-                        f"pin one of its MIG devices by UUID ({slices})" if slices else
-                        "create MIG instances and pin one by UUID (nvidia-smi -L), or disable MIG mode on it "
-                        "(nvidia-smi -i N -mig 0, then reset the GPU)")
+                if self.mig_known:
+                    self._mig_device(var, dev, label)
+            elif self.gpus is not None:
+                self._whole_gpu(var, dev)
+        return devices
 
+    def _mig_device(self, var: str, dev: str, label: Any) -> None:
+        """A pinned MIG device exists on the node and shares no GPU instance with another instance's."""
+        mig = self.migs.get(dev)
+        if mig is None:
+            have = ", ".join(f"{u} ({d.get('profile')} on GPU {d.get('gpu_index')})" for u, d in self.migs.items())
+            self.err(f"{var}.gpus", f"MIG device {dev} does not exist on this node "
+                     f"(nvidia-smi -L lists: {have or 'no MIG device'})",
+                     "pin a MIG UUID from `nvidia-smi -L`, or create the MIG instance first (nvidia-smi mig -cgi ... -C)")
+            return
+        shared = (mig.get("gpu_index"), mig.get("gpu_instance"))
+        if shared in self.seen_gpu_instances and self.seen_gpu_instances[shared][1] != dev:
+            other, other_dev = self.seen_gpu_instances[shared]
+            self.err(f"{var}.gpus", f"MIG device {dev} shares GPU instance {shared[1]} of GPU {shared[0]} (its "
+                     f"{mig.get('memory_total_mib')} MiB) with {other_dev} of instance {other}",
+                     "pin MIG devices of different GPU instances: compute instances of one GPU instance share its "
+                     "memory, and each engine would claim gpu_memory_utilization of all of it")
+        else:
+            self.seen_gpu_instances[shared] = (label, dev)
+
+    def _whole_gpu(self, var: str, dev: Any) -> None:
+        """A pinned whole GPU exists on the node and is not in MIG mode."""
+        known = dev in self.gpu_indexes if _is_int(dev) else dev in self.gpu_uuids
+        if not known:
+            have = ", ".join(str(g.get("index")) for g in self.gpus) or "none (no GPU found)"
+            self.err(f"{var}.gpus", f"GPU {dev} does not exist on this node (nvidia-smi lists: {have})",
+                     "pin GPUs the node has, or fix the node's driver if GPUs are missing")
+            return
+        index = dev if _is_int(dev) else self.index_of_uuid.get(dev)
+        if index in self.in_mig_mode:
+            slices = ", ".join(u for u, d in self.migs.items() if d.get("gpu_index") == index)
+            self.err(f"{var}.gpus", f"GPU {dev} is in MIG mode: CUDA sees only its MIG devices, not the whole GPU",
+                     f"pin one of its MIG devices by UUID ({slices})" if slices else
+                     "create MIG instances and pin one by UUID (nvidia-smi -L), or disable MIG mode on it "
+                     "(nvidia-smi -i N -mig 0, then reset the GPU)")
+
+    def _cpu_settings(self, var: str, inst: dict) -> None:
+        """The CPU engine's KV space and cores."""
         kv_space = inst.get("cpu_kv_cache_space_gib")
         if kv_space is not None and (not isinstance(kv_space, (int, float)) or isinstance(kv_space, bool) or kv_space <= 0):
-            err(f"{var}.cpu_kv_cache_space_gib", f"must be a positive number of GiB, got {_describe(kv_space)}", "e.g. cpu_kv_cache_space_gib: 4")
-
+            self.err(f"{var}.cpu_kv_cache_space_gib", f"must be a positive number of GiB, got {_describe(kv_space)}", "e.g. cpu_kv_cache_space_gib: 4")
         if "cpus" in inst:
             problem = cpu_binding.cpus_problem(inst["cpus"])
             if problem:
-                err(f"{var}.cpus", problem, "e.g. cpus: [0, 1] (the cores this instance's compute threads run on, CPU engine)")
+                self.err(f"{var}.cpus", problem, "e.g. cpus: [0, 1] (the cores this instance's compute threads run on, CPU engine)")
 
+    def _flags(self, var: str, inst: dict) -> dict:
+        """Each flag: a snake_case name the deploy does not set, no stale flag or value, a value vLLM takes."""
         flags = inst.get("flags", {})
         if flags is None:
             flags = {}
         if not isinstance(flags, dict):
-            err(f"{var}.flags", f"must be a mapping of vLLM flags, got {_describe(flags)}", "e.g. flags: {max_model_len: 8192}")
+            self.err(f"{var}.flags", f"must be a mapping of vLLM flags, got {_describe(flags)}", "e.g. flags: {max_model_len: 8192}")
             flags = {}
         for flag, value in flags.items():
             if not isinstance(flag, str) or not FLAG_RE.fullmatch(flag):
                 snake = flag.strip().lstrip("-").replace("-", "_") if isinstance(flag, str) else ""
-                err(f"{var}.flags", f"{flag!r} is not a flag name",
-                    f"did you mean {snake}?" if FLAG_RE.fullmatch(snake) and (spec is None or snake in spec["flags"])
-                    else "use vLLM's argument names in snake_case, e.g. max_model_len")
+                self.err(f"{var}.flags", f"{flag!r} is not a flag name",
+                         f"did you mean {snake}?" if FLAG_RE.fullmatch(snake) and (self.spec is None or snake in self.spec["flags"])
+                         else "use vLLM's argument names in snake_case, e.g. max_model_len")
                 continue
-            fvar = f"{var}.flags.{flag}"
-            if flag in RESERVED_FLAGS:
-                err(fvar, "is set by the deploy itself", RESERVED_FLAGS[flag])
-            elif flag in STALE_FLAGS:
-                err(fvar, "is a stale flag", STALE_FLAGS[flag])
-            elif isinstance(value, str) and (flag, value) in STALE_VALUES:
-                err(fvar, f"{value!r} is rejected by vLLM", STALE_VALUES[(flag, value)])
-            elif control_char(value):
-                err(fvar, f"contains the control character {control_char(value)}", "remove it (flag values reach vLLM's command line and the unit)")
-            elif _dash_value(value) is not None:
-                err(fvar, f"value {_dash_value(value)!r} starts with a dash, so vLLM would read it as an option",
-                    "give the value itself; every option is a key of its own under flags")
-            elif spec is not None:
-                for problem, fix in vllm_args.flag_problems(flag, value, spec):
-                    err(fvar, problem, fix)
+            self._flag(f"{var}.flags.{flag}", flag, value)
+        return flags
+
+    def _flag(self, fvar: str, flag: str, value: Any) -> None:
+        """One flag's first problem: reserved, stale, a stale value, a control character, a dash, or vLLM's own."""
+        from vllm_deploy import vllm_args
+
+        if flag in RESERVED_FLAGS:
+            self.err(fvar, "is set by the deploy itself", RESERVED_FLAGS[flag])
+        elif flag in STALE_FLAGS:
+            self.err(fvar, "is a stale flag", STALE_FLAGS[flag])
+        elif isinstance(value, str) and (flag, value) in STALE_VALUES:
+            self.err(fvar, f"{value!r} is rejected by vLLM", STALE_VALUES[(flag, value)])
+        elif control_char(value):
+            self.err(fvar, f"contains the control character {control_char(value)}", "remove it (flag values reach vLLM's command line and the unit)")
+        elif _dash_value(value) is not None:
+            self.err(fvar, f"value {_dash_value(value)!r} starts with a dash, so vLLM would read it as an option",
+                     "give the value itself; every option is a key of its own under flags")
+        elif self.spec is not None:
+            for problem, fix in vllm_args.flag_problems(flag, value, self.spec):
+                self.err(fvar, problem, fix)
+
+    def _parallel(self, var: str, flags: dict, devices: list) -> None:
+        """TP x PP matches the pinned GPUs."""
         tp = flags.get("tensor_parallel_size", 1)
         pp = flags.get("pipeline_parallel_size", 1)
         if devices and _is_int(tp) and _is_int(pp) and tp > 0 and pp > 0:
             if "tensor_parallel_size" in flags and tp * pp != len(devices):
-                err(f"{var}.flags.tensor_parallel_size", f"TP {tp} x PP {pp} = {tp * pp} GPUs but {len(devices)} are pinned",
-                    "pin exactly TP x PP GPUs, or drop tensor_parallel_size (it defaults to the number of pinned GPUs)")
+                self.err(f"{var}.flags.tensor_parallel_size", f"TP {tp} x PP {pp} = {tp * pp} GPUs but {len(devices)} are pinned",
+                         "pin exactly TP x PP GPUs, or drop tensor_parallel_size (it defaults to the number of pinned GPUs)")
             elif "tensor_parallel_size" not in flags and len(devices) % pp:
-                err(f"{var}.flags.pipeline_parallel_size", f"PP {pp} does not divide the {len(devices)} pinned GPUs",
-                    "pin a multiple of pipeline_parallel_size GPUs (TP is the pinned GPUs / PP)")
+                self.err(f"{var}.flags.pipeline_parallel_size", f"PP {pp} does not divide the {len(devices)} pinned GPUs",
+                         "pin a multiple of pipeline_parallel_size GPUs (TP is the pinned GPUs / PP)")
 
+    def _env(self, var: str, inst: dict) -> None:
+        """Each environment variable: a valid name the deploy does not own, a plain string or number value."""
         env = inst.get("env", {})
         if env is None:
             env = {}
         if not isinstance(env, dict):
-            err(f"{var}.env", f"must be a mapping of environment variables, got {_describe(env)}", "e.g. env: {VLLM_LOGGING_LEVEL: DEBUG}")
+            self.err(f"{var}.env", f"must be a mapping of environment variables, got {_describe(env)}", "e.g. env: {VLLM_LOGGING_LEVEL: DEBUG}")
             env = {}
         for key, value in env.items():
             evar = f"{var}.env.{key}"
             if not isinstance(key, str) or not ENV_KEY_RE.fullmatch(key):
-                err(f"{var}.env", f"{key!r} is not an environment variable name", "use letters, digits and underscores, not starting with a digit")
+                self.err(f"{var}.env", f"{key!r} is not an environment variable name", "use letters, digits and underscores, not starting with a digit")
             elif key in OWNED_ENV:
-                err(evar, "is set by the deploy itself", OWNED_ENV[key])
+                self.err(evar, "is set by the deploy itself", OWNED_ENV[key])
             elif isinstance(value, bool) or not isinstance(value, (str, int, float)):
-                err(evar, f"must be a string or a number, got {_describe(value)}",
-                    "quote it (YAML reads yes/no/on/off as booleans), e.g. VLLM_USE_V1: \"1\"")
+                self.err(evar, f"must be a string or a number, got {_describe(value)}",
+                         "quote it (YAML reads yes/no/on/off as booleans), e.g. VLLM_USE_V1: \"1\"")
             elif control_char(value):
-                err(evar, f"contains the control character {control_char(value)}", "remove it (the value becomes a line of the unit and the Compose file)")
-    return errors
+                self.err(evar, f"contains the control character {control_char(value)}", "remove it (the value becomes a line of the unit and the Compose file)")
 
 
 def flags_to_argv(flags: dict[str, Any]) -> list[str]:

@@ -31,6 +31,7 @@ import ipaddress
 from typing import Any
 
 from vllm_deploy import instances as _inst
+from vllm_deploy._validation import _closest, _describe, _is_gpu_ref, _is_int, _plain, _Problems
 
 MULTINODE_KEYS = ("name", "model", "hosts", "gpus", "port", "bind", "flags", "env", "master_addr", "master_port",
                   "interface", "backend", "cpu_kv_cache_space_gib")
@@ -51,10 +52,6 @@ MULTINODE_OWNED_ENV = {
 # vLLM's CPU platform has no Ray device key (vllm/v1/executor/ray_utils.py): its own words.
 RAY_ON_CPU = "current platform cpu does not support ray"
 DEFAULT_MASTER_PORT = 29500
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def host_gpus(entry: dict[str, Any], host: str) -> list[Any]:
@@ -96,25 +93,22 @@ def validate(entries: Any, models: Any, *, host: str, play_hosts: list[str], vie
     `play_hosts`: the hosts of the play; `views`: {host: that host's vllm_multinode_instances} (every
     rank must see the same entry); `instances`: this host's single-host vllm_instances (ports, GPUs and
     names must not clash); `fleet` as for instances.validate_inventory (pins, engine, bind, api key)."""
-    entries, models, views = _inst._plain(entries), _inst._plain(models) or {}, _inst._plain(views) or {}
-    instances, fleet = _inst._plain(instances) or [], _inst._plain(fleet) or {}
-    errors: list[str] = []
-    where = f"{host}: "
-
-    def err(var: str, problem: str, fix: str) -> None:
-        errors.append(f"{where}{var}: {problem} — {fix}")
+    entries, models, views = _plain(entries), _plain(models) or {}, _plain(views) or {}
+    instances, fleet = _plain(instances) or [], _plain(fleet) or {}
+    problems = _Problems(f"{host}: ")
+    err, errors = problems.err, problems.lines
 
     if entries in (None, []):
         return errors
     if not isinstance(entries, list):
-        err("vllm_multinode_instances", f"must be a list of instances, got {_inst._describe(entries)}",
+        err("vllm_multinode_instances", f"must be a list of instances, got {_describe(entries)}",
             "e.g. vllm_multinode_instances: [{name: big, model: m, hosts: [gpu1, gpu2], gpus: [0, 1], port: 8000}]")
         return errors
     for i, entry in enumerate(entries):
         if not isinstance(entry, dict):
-            err(f"vllm_multinode_instances[{i}]", f"must be a mapping, got {_inst._describe(entry)}", "give name, model, hosts, gpus and port")
+            err(f"vllm_multinode_instances[{i}]", f"must be a mapping, got {_describe(entry)}", "give name, model, hosts, gpus and port")
         elif not isinstance(entry.get("hosts"), list):
-            err(f"vllm_multinode_instances[{i}].hosts", f"must be a list of inventory hosts, got {_inst._describe(entry.get('hosts'))}",
+            err(f"vllm_multinode_instances[{i}].hosts", f"must be a list of inventory hosts, got {_describe(entry.get('hosts'))}",
                 "e.g. hosts: [gpu1, gpu2] (the first serves the API)")
 
     single_ports = {inst.get("port"): inst.get("name") for inst in instances if isinstance(inst, dict)}
@@ -129,7 +123,7 @@ def validate(entries: Any, models: Any, *, host: str, play_hosts: list[str], vie
         var = f"vllm_multinode_instances[{i}]"
         _inst_unknown = [k for k in entry if k not in MULTINODE_KEYS]
         for key in _inst_unknown:
-            guess = _inst._closest(str(key), MULTINODE_KEYS)
+            guess = _closest(str(key), MULTINODE_KEYS)
             err(f"{var}.{key}", "is not a setting of a multi-node instance", f"did you mean {guess}?" if guess else f"use {', '.join(MULTINODE_KEYS)}")
         name = entry.get("name")
         label = name if isinstance(name, str) else var
@@ -185,14 +179,14 @@ def validate(entries: Any, models: Any, *, host: str, play_hosts: list[str], vie
             try:
                 ipaddress.ip_address(addr if isinstance(addr, str) else "")
             except ValueError:
-                err(f"{var}.master_addr", f"must be a string holding the first host's IP address, got {_inst._describe(addr)}",
+                err(f"{var}.master_addr", f"must be a string holding the first host's IP address, got {_describe(addr)}",
                     "quote it, e.g. master_addr: \"10.0.0.11\", or drop it (the first host's default IPv4 address)")
         iface = entry.get("interface")
         if iface is not None and (not isinstance(iface, str) or not _inst.NAME_RE.fullmatch(iface.lower().replace("_", "-").replace(".", "-"))):
-            err(f"{var}.interface", f"must be a network interface name, got {_inst._describe(iface)}", "e.g. interface: eth0")
+            err(f"{var}.interface", f"must be a network interface name, got {_describe(iface)}", "e.g. interface: eth0")
         backend = entry.get("backend", "mp")
         if backend not in BACKENDS:
-            err(f"{var}.backend", f"{_inst._describe(backend)} is not a launch backend", "use mp (vLLM's own launcher) or ray (a Ray cluster, GPU nodes)")
+            err(f"{var}.backend", f"{_describe(backend)} is not a launch backend", "use mp (vLLM's own launcher) or ray (a Ray cluster, GPU nodes)")
         elif backend == "ray" and fleet.get("engine") == "cpu":
             err(f"{var}.backend", f"ray on the CPU build: vLLM refuses it (\"{RAY_ON_CPU}\")",
                 "use backend: mp (vLLM's own launcher runs on CPU and GPU nodes)")
@@ -208,12 +202,12 @@ def validate(entries: Any, models: Any, *, host: str, play_hosts: list[str], vie
                 err(f"{var}.gpus", "uneven GPUs per host (" + ", ".join(f"{h}: {n}" for h, n in counts.items()) + ")",
                     "give every host the same number of GPUs: pipeline stages are split evenly across hosts")
         elif not isinstance(gpus, list):
-            err(f"{var}.gpus", f"must be a list of GPU indexes (the same on every host) or a mapping host -> list, got {_inst._describe(gpus)}",
+            err(f"{var}.gpus", f"must be a list of GPU indexes (the same on every host) or a mapping host -> list, got {_describe(gpus)}",
                 "e.g. gpus: [0, 1, 2, 3]; [] on CPU nodes")
             continue
         mine_gpus = host_gpus(entry, host)
         for dev in mine_gpus:
-            if not _inst._is_gpu_ref(dev):
+            if not _is_gpu_ref(dev):
                 err(f"{var}.gpus", f"{dev!r} is not a GPU index", "use integers as nvidia-smi numbers them, or GPU UUIDs")
             elif dev in pinned_here:
                 err(f"{var}.gpus", f"GPU {dev} is already pinned to instance {pinned_here[dev]} on this host",
@@ -223,7 +217,7 @@ def validate(entries: Any, models: Any, *, host: str, play_hosts: list[str], vie
 
         flags = entry.get("flags") or {}
         if not isinstance(flags, dict):
-            err(f"{var}.flags", f"must be a mapping of vLLM flags, got {_inst._describe(flags)}", "e.g. flags: {max_model_len: 8192}")
+            err(f"{var}.flags", f"must be a mapping of vLLM flags, got {_describe(flags)}", "e.g. flags: {max_model_len: 8192}")
             continue
         for flag in flags:
             if flag in MULTINODE_OWNED_FLAGS:
@@ -244,13 +238,13 @@ def validate(entries: Any, models: Any, *, host: str, play_hosts: list[str], vie
         # Everything else an instance is checked for (flag kinds against vLLM's list, env, bind, API
         # key), with this host's rank as a one-host instance; the deploy's own flags are left out.
         as_single = {k: entry[k] for k in ("name", "model", "port", "bind", "env", "cpu_kv_cache_space_gib") if k in entry}
-        as_single["gpus"] = [d for d in mine_gpus if _inst._is_gpu_ref(d)]
+        as_single["gpus"] = [d for d in mine_gpus if _is_gpu_ref(d)]
         as_single["flags"] = {k: v for k, v in flags.items() if k not in MULTINODE_OWNED_FLAGS
                               and k not in ("tensor_parallel_size", "pipeline_parallel_size")}
         as_single["env"] = {k: v for k, v in env.items() if k not in MULTINODE_OWNED_ENV} if isinstance(env, dict) else env
         for flag in ("tensor_parallel_size", "pipeline_parallel_size"):
             if flag in flags and not (_is_int(flags[flag]) and flags[flag] > 0):
-                err(f"{var}.flags.{flag}", f"must be a positive integer, got {_inst._describe(flags[flag])}", "e.g. 2, or drop it")
+                err(f"{var}.flags.{flag}", f"must be a positive integer, got {_describe(flags[flag])}", "e.g. 2, or drop it")
         if not isinstance(as_single["port"] if "port" in as_single else None, int):
             as_single["port"] = 1  # already refused above; keep the other checks running
         for line in _inst.validate_inventory(models, [as_single], host=host, fleet=fleet):
@@ -275,7 +269,7 @@ def _addr(entry: dict[str, Any], addresses: dict[str, Any]) -> str:
 def rank_record(entry: dict[str, Any], models: dict[str, Any], host: str, *, addresses: dict[str, Any],
                 gpu_facts: dict[str, Any], plan: dict[str, Any] | None, defaults: dict[str, Any]) -> dict[str, Any]:
     """The record of `host`'s rank of a multi-node instance (see the module docstring)."""
-    entry = _inst._plain(entry)
+    entry = _plain(entry)
     hosts = list(entry["hosts"])
     rank = hosts.index(host)
     tp, pp, _ = parallel_sizes(entry)
@@ -336,7 +330,7 @@ def rank_records(entries: Any, models: dict[str, Any], host: str, *, addresses: 
                  model_facts: dict[str, Any], defaults: dict[str, Any]) -> list[dict[str, Any]]:
     """The records of this host's ranks, planned with the whole instance's TP x PP."""
     out = []
-    for _, entry in mine(_inst._plain(entries), host):
+    for _, entry in mine(_plain(entries), host):
         tp, pp, total = parallel_sizes(entry)
         facts = (model_facts or {}).get(entry["model"]) or {}
         plan = None

@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from vllm_deploy._validation import _closest
 from vllm_deploy.planner import (
     CUDA_CONTEXT_GIB,
     ModelInfo,
@@ -132,7 +133,7 @@ def choose_flags(*, config: dict, weights_bytes: int | None, device: dict, pinne
     spec = vllm_args.for_pins(compat.load_versions(), "cpu" if device["kind"] == "cpu" else "gpu")
     unknown = sorted(set(pinned) - set(spec["flags"]))
     if unknown:
-        guesses = {k: vllm_args.closest(k, spec["flags"]) for k in unknown}
+        guesses = {k: _closest(k, spec["flags"]) for k in unknown}
         hint = "; ".join(f"{k}: did you mean {g}?" for k, g in guesses.items() if g)
         raise PlanError(f"pinned flags {unknown} are not arguments of {spec['label']}; "
                         + (hint or "use snake_case vLLM names (max_model_len, max_num_seqs, ...)"))

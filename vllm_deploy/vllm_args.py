@@ -10,12 +10,13 @@ after start-up (when a unit is already crash-looping) are checked here too.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import json
 import re
 from pathlib import Path
 from typing import Any
+
+from vllm_deploy._validation import _closest, _describe, _is_int
 
 DATA_DIR = Path(__file__).resolve().parent / "data" / "vllm-args"
 
@@ -91,34 +92,6 @@ def for_pins(versions: dict[str, Any], engine: str = "auto") -> dict[str, Any]:
     return {"label": " and ".join(d["label"] for d in docs), "flags": common}
 
 
-def closest(name: str, names: Any) -> str | None:
-    hits = difflib.get_close_matches(name, list(names), n=1, cutoff=0.6)
-    return hits[0] if hits else None
-
-
-def type_name(value: Any) -> str:
-    """Our own words for a value's type (never an Ansible-internal class name)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, dict):
-        return "mapping"
-    if isinstance(value, (list, tuple)):
-        return "list"
-    return "value of another kind"
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -126,13 +99,13 @@ def _is_number(value: Any) -> bool:
 def _value_problem(kind: str, value: Any, choices: list[str] | None) -> str | None:
     """Why one value is not what vLLM's parser takes for this option (None when it is)."""
     if kind == "bool":
-        return None if isinstance(value, bool) else f"must be true or false, got {type_name(value)} {value!r}"
+        return None if isinstance(value, bool) else f"must be true or false, got {_describe(value)}"
     if kind == "int":
         if not _is_int(value):
-            return f"must be an integer, got {type_name(value)} {value!r}"
+            return f"must be an integer, got {_describe(value)}"
     elif kind == "float":
         if not _is_number(value):
-            return f"must be a number, got {type_name(value)} {value!r}"
+            return f"must be a number, got {_describe(value)}"
     elif kind == "json_value":
         if isinstance(value, list):
             # flags_to_argv renders a list as separate values; this option takes one JSON argument.
@@ -143,7 +116,7 @@ def _value_problem(kind: str, value: Any, choices: list[str] | None) -> str | No
             except ValueError:
                 return f"must be JSON, got {value!r}"
         elif not isinstance(value, dict) and not _is_number(value):
-            return f"must be JSON, got {type_name(value)} {value!r}"
+            return f"must be JSON, got {_describe(value)}"
     elif kind in ("json", "json_or_str"):
         if isinstance(value, str) and kind == "json":
             try:
@@ -152,9 +125,9 @@ def _value_problem(kind: str, value: Any, choices: list[str] | None) -> str | No
             except ValueError:
                 return f"must be a mapping (or a JSON object as a string), got {value!r}"
         elif not isinstance(value, (dict, str)):
-            return f"must be a mapping, got {type_name(value)} {value!r}"
+            return f"must be a mapping, got {_describe(value)}"
     elif not isinstance(value, (str, int, float)) or isinstance(value, bool):
-        return f"must be a string, got {type_name(value)} {value!r}"
+        return f"must be a string, got {_describe(value)}"
     if choices is not None and str(value) not in choices:
         return f"{value!r} is not one of vLLM's choices ({', '.join(choices)})"
     return None
@@ -179,7 +152,7 @@ def flag_problems(flag: str, value: Any, spec: dict[str, Any]) -> list[tuple[str
     """(problem, fix) pairs for one pinned flag against the argument list `spec` (for_pins' answer)."""
     option = spec["flags"].get(flag)
     if option is None:
-        guess = closest(flag, spec["flags"])
+        guess = _closest(flag, spec["flags"])
         fix = f"did you mean {guess}?" if guess else "use an argument of `vllm serve --help` in snake_case"
         return [(f"is not an argument of {spec['label']}", fix)]
     if value is None:

@@ -25,11 +25,12 @@ but each 4 restarts in a row, 400 x 60 s = 24000 s.
 
 from __future__ import annotations
 
-import difflib
 import re
 from heapq import heapify, heappop, heappush, heapreplace
 from fractions import Fraction
 from typing import Any, Iterable
+
+from vllm_deploy._validation import _closest, _is_int
 
 BUDGET_VAR = "vllm_rollout_max_unavailable"
 CANARY_VAR = "vllm_rollout_canary"
@@ -39,10 +40,6 @@ _COUNT_RE = re.compile(r"^\d+$")
 _PERCENT_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*%$")
 # Lines name a few ids and count the rest: a 1000-host wave must stay one readable line.
 _SHOWN = 8
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _names(items: Iterable[str], shown: int = _SHOWN) -> str:
@@ -154,8 +151,8 @@ def _canary_error(cid: str, by_id: dict[str, dict[str, Any]], candidates: list[s
         problem = "did not change in this run"
     else:
         problem = f"is not in rotation ({_down_reason(replica)})"
-    close = difflib.get_close_matches(cid, candidates, n=1)
-    hint = f"did you mean {close[0]}? " if close else ""
+    close = _closest(cid, candidates)
+    hint = f"did you mean {close}? " if close else ""
     return ValueError(f"{CANARY_VAR}: {cid!r} {problem} — {hint}name a changed replica in rotation, one of: "
                       f"{_names(candidates) or '(none)'}")
 

@@ -20,6 +20,7 @@ except ImportError as exc:
 
 
 from vllm_deploy import containers, instances, ladder, models  # noqa: E402
+from vllm_deploy._validation import _plain  # noqa: E402
 
 
 def _filter(fn):
@@ -704,7 +705,7 @@ def vllm_rollout_replicas(view):
     from vllm_deploy import waves
 
     _expect(view, (dict,), "the fleet view")
-    return waves.fleet_replicas(instances._plain(view or {}))
+    return waves.fleet_replicas(_plain(view or {}))
 
 
 @_filter
@@ -717,9 +718,9 @@ def vllm_rollout_waves(replicas, max_unavailable=1, canary=True, canary_ids=None
     _expect(canary, (bool,), "canary")
     _expect(canary_ids, (list, str), "vllm_rollout_canary")
     _expect(may_go_dark, (list, str), "vllm_rollout_may_go_dark")
-    plan = waves.plan_waves(instances._plain(replicas or []), max_unavailable=instances._plain(max_unavailable),
-                            canary=True if canary is None else canary, canary_ids=instances._plain(canary_ids),
-                            may_go_dark=instances._plain(may_go_dark) or [])
+    plan = waves.plan_waves(_plain(replicas or []), max_unavailable=_plain(max_unavailable),
+                            canary=True if canary is None else canary, canary_ids=_plain(canary_ids),
+                            may_go_dark=_plain(may_go_dark) or [])
     return {**plan, "lines": waves.wave_lines(plan)}
 
 
@@ -730,7 +731,7 @@ def vllm_rollout_errors(values, host=""):
 
     _expect(values, (dict,), "the rollout's inputs")
     _expect(host, (str,), "host")
-    return waves.rollout_errors(instances._plain(values or {}), host=host)
+    return waves.rollout_errors(_plain(values or {}), host=host)
 
 
 @_filter
@@ -742,7 +743,7 @@ def vllm_rollout_canary_servers(canary_ids, hostvars):
     out = []
     for rid in canary_ids or []:
         host, _, name = str(rid).partition("/")
-        records = [r for r in instances._plain(hostvars[host].get("vllm_plan_instances") or []) if r["name"] == name]
+        records = [r for r in _plain(hostvars[host].get("vllm_plan_instances") or []) if r["name"] == name]
         if records and "multinode" not in records[0]:
             out.append(gateway.server_ref(records[0], host))
     return out
@@ -766,13 +767,13 @@ def vllm_rebuild_batch_problems(hosts, hostvars, serial=1, max_unavailable=1, ma
     view = {}
     for host in hosts:
         facts = hostvars[host]
-        view[host] = {"records": gateway.node_records(instances._plain(facts.get("vllm_instances") or []),
-                                                      instances._plain(facts.get("vllm_models") or {}),
-                                                      instances._plain(facts.get("vllm_multinode_instances") or []), host)}
+        view[host] = {"records": gateway.node_records(_plain(facts.get("vllm_instances") or []),
+                                                      _plain(facts.get("vllm_models") or {}),
+                                                      _plain(facts.get("vllm_multinode_instances") or []), host)}
     replicas = waves.fleet_replicas(view)
     batches = [hosts[i:i + size] for i in range(0, len(hosts), size)]
-    return waves.node_batch_problems(replicas, batches, max_unavailable=instances._plain(max_unavailable),
-                                     may_go_dark=instances._plain(may_go_dark) or [])
+    return waves.node_batch_problems(replicas, batches, max_unavailable=_plain(max_unavailable),
+                                     may_go_dark=_plain(may_go_dark) or [])
 
 
 @_filter
@@ -795,7 +796,7 @@ def vllm_rollout_view(hosts, hostvars, reachable):
     view = {}
     for host in hosts or []:
         facts = hostvars[host]
-        view[host] = {"records": instances._plain(facts.get("vllm_plan_instances") or []),
+        view[host] = {"records": _plain(facts.get("vllm_plan_instances") or []),
                       "changed": list(facts.get("__vllm_serve_changed_names") or []),
                       "out_of_rotation": list(facts.get("__vllm_serve_not_serving") or []),
                       "reachable": host in (reachable or [])}
@@ -809,7 +810,7 @@ def vllm_rollout_host_wave(records, wave, host):
 
     _expect(records, (list,), "the host's records")
     _expect(wave, (list,), "the wave")
-    return waves.host_wave(instances._plain(records or []), list(wave or []), str(host))
+    return waves.host_wave(_plain(records or []), list(wave or []), str(host))
 
 
 @_filter
@@ -829,7 +830,7 @@ def vllm_rollout_not_restarted(records, changed, restarted, host):
     _expect(records, (list,), "the host's records")
     _expect(changed, (list,), "the changed instances")
     _expect(restarted, (list,), "the restarted instances")
-    return waves.not_restarted(instances._plain(records or []), list(changed or []), list(restarted or []), str(host))
+    return waves.not_restarted(_plain(records or []), list(changed or []), list(restarted or []), str(host))
 
 
 class FilterModule:
