@@ -96,145 +96,220 @@ def validate(entries: Any, models: Any, *, host: str, play_hosts: list[str], vie
     entries, models, views = _plain(entries), _plain(models) or {}, _plain(views) or {}
     instances, fleet = _plain(instances) or [], _plain(fleet) or {}
     problems = _Problems(f"{host}: ")
-    err, errors = problems.err, problems.lines
+    if entries in (None, []) or not _check_entries(problems, entries):
+        return problems.lines
+    check = _MultinodeCheck(problems, models, instances, fleet, host=host, play_hosts=play_hosts, views=views, mode=mode)
+    for i, entry in mine(entries, host):
+        check.entry(i, entry)
+    return problems.lines
 
-    if entries in (None, []):
-        return errors
+
+def _check_entries(problems: _Problems, entries: Any) -> bool:
+    """vllm_multinode_instances is a list of mappings, each with a list of hosts; False when it is no list at all."""
     if not isinstance(entries, list):
-        err("vllm_multinode_instances", f"must be a list of instances, got {_describe(entries)}",
-            "e.g. vllm_multinode_instances: [{name: big, model: m, hosts: [gpu1, gpu2], gpus: [0, 1], port: 8000}]")
-        return errors
+        problems.err("vllm_multinode_instances", f"must be a list of instances, got {_describe(entries)}",
+                     "e.g. vllm_multinode_instances: [{name: big, model: m, hosts: [gpu1, gpu2], gpus: [0, 1], port: 8000}]")
+        return False
     for i, entry in enumerate(entries):
         if not isinstance(entry, dict):
-            err(f"vllm_multinode_instances[{i}]", f"must be a mapping, got {_describe(entry)}", "give name, model, hosts, gpus and port")
+            problems.err(f"vllm_multinode_instances[{i}]", f"must be a mapping, got {_describe(entry)}", "give name, model, hosts, gpus and port")
         elif not isinstance(entry.get("hosts"), list):
-            err(f"vllm_multinode_instances[{i}].hosts", f"must be a list of inventory hosts, got {_describe(entry.get('hosts'))}",
-                "e.g. hosts: [gpu1, gpu2] (the first serves the API)")
+            problems.err(f"vllm_multinode_instances[{i}].hosts", f"must be a list of inventory hosts, got {_describe(entry.get('hosts'))}",
+                         "e.g. hosts: [gpu1, gpu2] (the first serves the API)")
+    return True
 
-    single_ports = {inst.get("port"): inst.get("name") for inst in instances if isinstance(inst, dict)}
-    single_names = {inst.get("name") for inst in instances if isinstance(inst, dict)}
-    pinned_here: dict[Any, str] = {}
-    for inst in instances:
-        if isinstance(inst, dict) and isinstance(inst.get("gpus"), list):
-            for dev in inst["gpus"]:
-                pinned_here.setdefault(dev, str(inst.get("name")))
 
-    for i, entry in mine(entries, host):
+class _MultinodeCheck:
+    """This host's multi-node instances checked one at a time, against the host's single-host instances
+    (names, ports, GPUs) and the GPUs the instances before it pinned here."""
+
+    def __init__(self, problems: _Problems, models: Any, instances: list, fleet: dict, *, host: str,
+                 play_hosts: list[str], views: dict[str, Any], mode: str) -> None:
+        self.problems, self.err = problems, problems.err
+        self.models, self.fleet, self.host, self.play_hosts, self.views, self.mode = models, fleet, host, play_hosts, views, mode
+        self.single_ports = {inst.get("port"): inst.get("name") for inst in instances if isinstance(inst, dict)}
+        self.single_names = {inst.get("name") for inst in instances if isinstance(inst, dict)}
+        self.pinned_here: dict[Any, str] = {}
+        for inst in instances:
+            if isinstance(inst, dict) and isinstance(inst.get("gpus"), list):
+                for dev in inst["gpus"]:
+                    self.pinned_here.setdefault(dev, str(inst.get("name")))
+
+    def entry(self, i: int, entry: dict) -> None:
+        """Every check of vllm_multinode_instances[i], in the order its problems are listed."""
         var = f"vllm_multinode_instances[{i}]"
-        _inst_unknown = [k for k in entry if k not in MULTINODE_KEYS]
-        for key in _inst_unknown:
-            guess = _closest(str(key), MULTINODE_KEYS)
-            err(f"{var}.{key}", "is not a setting of a multi-node instance", f"did you mean {guess}?" if guess else f"use {', '.join(MULTINODE_KEYS)}")
-        name = entry.get("name")
-        label = name if isinstance(name, str) else var
-        if isinstance(name, str) and name in single_names:
-            err(f"{var}.name", f"{name!r} is also the name of a single-host instance on this host", "give each instance its own name (it names the unit vllm-NAME)")
-        if mode != "systemd":
-            err("vllm_mode", f"instance {label} spans hosts, which vllm-deploy runs only as systemd units (vllm_mode is {mode!r})",
-                "set vllm_mode: systemd on the hosts of a multi-node instance")
+        self._unknown_keys(var, entry)
+        label = self._name(var, entry)
+        self._mode(label)
+        self._hosts(var, entry["hosts"])
+        self._same_on_every_rank(var, entry, label)
+        self._model(var, entry)
+        self._ports(var, entry)
+        self._master_addr(var, entry)
+        self._interface(var, entry)
+        self._backend(var, entry)
+        mine_gpus = self._gpus(var, entry, label)
+        if mine_gpus is None:
+            return
+        flags = self._owned_flags(var, entry)
+        if flags is None:
+            return
+        env = self._owned_env(var, entry)
+        self._parallel(var, entry, mine_gpus)
+        self._as_one_host_instance(var, entry, mine_gpus, flags, env)
 
-        hosts = entry["hosts"]
+    def _unknown_keys(self, var: str, entry: dict) -> None:
+        """A setting a multi-node instance does not have, with the closest one it does."""
+        for key in [k for k in entry if k not in MULTINODE_KEYS]:
+            guess = _closest(str(key), MULTINODE_KEYS)
+            self.err(f"{var}.{key}", "is not a setting of a multi-node instance", f"did you mean {guess}?" if guess else f"use {', '.join(MULTINODE_KEYS)}")
+
+    def _name(self, var: str, entry: dict) -> Any:
+        """The name no single-host instance of this host has; what later problems call the instance."""
+        name = entry.get("name")
+        if isinstance(name, str) and name in self.single_names:
+            self.err(f"{var}.name", f"{name!r} is also the name of a single-host instance on this host", "give each instance its own name (it names the unit vllm-NAME)")
+        return name if isinstance(name, str) else var
+
+    def _mode(self, label: Any) -> None:
+        """A multi-node instance runs only as systemd units."""
+        if self.mode != "systemd":
+            self.err("vllm_mode", f"instance {label} spans hosts, which vllm-deploy runs only as systemd units (vllm_mode is {self.mode!r})",
+                     "set vllm_mode: systemd on the hosts of a multi-node instance")
+
+    def _hosts(self, var: str, hosts: list) -> None:
+        """At least two hosts, each a host name of this play listed once."""
         if len(hosts) < 2:
-            err(f"{var}.hosts", f"lists {len(hosts)} host", "a multi-node instance needs at least two hosts; declare a one-host instance under vllm_instances")
+            self.err(f"{var}.hosts", f"lists {len(hosts)} host", "a multi-node instance needs at least two hosts; declare a one-host instance under vllm_instances")
         seen: set[str] = set()
         for h in hosts:
             if not isinstance(h, str):
-                err(f"{var}.hosts", f"{h!r} is not a host name", "list inventory host names")
+                self.err(f"{var}.hosts", f"{h!r} is not a host name", "list inventory host names")
             elif h in seen:
-                err(f"{var}.hosts", f"{h} is listed twice", "list each host once (one rank per host)")
-            elif h not in play_hosts:
-                err(f"{var}.hosts", f"{h} is not a host of this play",
-                    "add it to the inventory and to the play's limit (-l): every rank of the instance is deployed together")
+                self.err(f"{var}.hosts", f"{h} is listed twice", "list each host once (one rank per host)")
+            elif h not in self.play_hosts:
+                self.err(f"{var}.hosts", f"{h} is not a host of this play",
+                         "add it to the inventory and to the play's limit (-l): every rank of the instance is deployed together")
             seen.add(h)
 
+    def _same_on_every_rank(self, var: str, entry: dict, label: Any) -> None:
+        """Every other host of the play that is a rank sees the same entry."""
         # One definition for every rank: a host_vars override would start ranks that disagree.
-        for h in hosts:
-            if not isinstance(h, str) or h == host or h not in play_hosts:
+        for h in entry["hosts"]:
+            if not isinstance(h, str) or h == self.host or h not in self.play_hosts:
                 continue
-            theirs = [e for e in (views.get(h) or []) if isinstance(e, dict) and e.get("name") == name]
+            theirs = [e for e in (self.views.get(h) or []) if isinstance(e, dict) and e.get("name") == entry.get("name")]
             if not theirs:
-                err(f"{var}", f"instance {label} is not in {h}'s vllm_multinode_instances",
-                    "declare the multi-node instance once in group_vars for all of its hosts")
+                self.err(f"{var}", f"instance {label} is not in {h}'s vllm_multinode_instances",
+                         "declare the multi-node instance once in group_vars for all of its hosts")
             elif theirs[0] != entry:
                 diff = sorted(k for k in set(theirs[0]) | set(entry) if theirs[0].get(k) != entry.get(k))
-                err(f"{var}", f"instance {label} differs on {h} ({', '.join(diff)})",
-                    "declare the multi-node instance once in group_vars: every rank must run the same model, port and flags")
+                self.err(f"{var}", f"instance {label} differs on {h} ({', '.join(diff)})",
+                         "declare the multi-node instance once in group_vars: every rank must run the same model, port and flags")
 
+    def _model(self, var: str, entry: dict) -> None:
+        """The instance's model is a key of vllm_models."""
         model = entry.get("model")
-        if not isinstance(model, str) or model not in models:
-            known = ", ".join(sorted(models)) or "none defined"
-            err(f"{var}.model", f"{model!r} is not a key of vllm_models (known: {known})", "add it to vllm_models or fix the name")
+        if not isinstance(model, str) or model not in self.models:
+            known = ", ".join(sorted(self.models)) or "none defined"
+            self.err(f"{var}.model", f"{model!r} is not a key of vllm_models (known: {known})", "add it to vllm_models or fix the name")
 
+    def _ports(self, var: str, entry: dict) -> None:
+        """The API port and the rendezvous port: each 1-65535, not a single-host instance's, not each other."""
         port = entry.get("port")
         master_port = entry.get("master_port", DEFAULT_MASTER_PORT)
         for key, value in (("port", port), ("master_port", master_port)):
             if not _is_int(value) or not 1 <= value <= 65535:
-                err(f"{var}.{key}", f"must be an integer 1-65535, got {value!r}", f"e.g. {key}: {8000 if key == 'port' else DEFAULT_MASTER_PORT}")
-            elif value in single_ports:
-                err(f"{var}.{key}", f"port {value} is already used by instance {single_ports[value]} on this host", "give the multi-node instance ports of its own")
+                self.err(f"{var}.{key}", f"must be an integer 1-65535, got {value!r}", f"e.g. {key}: {8000 if key == 'port' else DEFAULT_MASTER_PORT}")
+            elif value in self.single_ports:
+                self.err(f"{var}.{key}", f"port {value} is already used by instance {self.single_ports[value]} on this host", "give the multi-node instance ports of its own")
         if _is_int(port) and port == master_port:
-            err(f"{var}.master_port", f"is the API port {port}", "give the rendezvous its own port, e.g. 29500")
+            self.err(f"{var}.master_port", f"is the API port {port}", "give the rendezvous its own port, e.g. 29500")
+
+    def _master_addr(self, var: str, entry: dict) -> None:
+        """master_addr, where given, is an IP address written as a string."""
         if "master_addr" in entry:
             addr = entry["master_addr"]
             try:
                 ipaddress.ip_address(addr if isinstance(addr, str) else "")
             except ValueError:
-                err(f"{var}.master_addr", f"must be a string holding the first host's IP address, got {_describe(addr)}",
-                    "quote it, e.g. master_addr: \"10.0.0.11\", or drop it (the first host's default IPv4 address)")
+                self.err(f"{var}.master_addr", f"must be a string holding the first host's IP address, got {_describe(addr)}",
+                         "quote it, e.g. master_addr: \"10.0.0.11\", or drop it (the first host's default IPv4 address)")
+
+    def _interface(self, var: str, entry: dict) -> None:
+        """interface, where given, is a network interface name."""
         iface = entry.get("interface")
         if iface is not None and (not isinstance(iface, str) or not _inst.NAME_RE.fullmatch(iface.lower().replace("_", "-").replace(".", "-"))):
-            err(f"{var}.interface", f"must be a network interface name, got {_describe(iface)}", "e.g. interface: eth0")
+            self.err(f"{var}.interface", f"must be a network interface name, got {_describe(iface)}", "e.g. interface: eth0")
+
+    def _backend(self, var: str, entry: dict) -> None:
+        """A launch backend vllm-deploy knows, and no Ray on the CPU build."""
         backend = entry.get("backend", "mp")
         if backend not in BACKENDS:
-            err(f"{var}.backend", f"{_describe(backend)} is not a launch backend", "use mp (vLLM's own launcher) or ray (a Ray cluster, GPU nodes)")
-        elif backend == "ray" and fleet.get("engine") == "cpu":
-            err(f"{var}.backend", f"ray on the CPU build: vLLM refuses it (\"{RAY_ON_CPU}\")",
-                "use backend: mp (vLLM's own launcher runs on CPU and GPU nodes)")
+            self.err(f"{var}.backend", f"{_describe(backend)} is not a launch backend", "use mp (vLLM's own launcher) or ray (a Ray cluster, GPU nodes)")
+        elif backend == "ray" and self.fleet.get("engine") == "cpu":
+            self.err(f"{var}.backend", f"ray on the CPU build: vLLM refuses it (\"{RAY_ON_CPU}\")",
+                     "use backend: mp (vLLM's own launcher runs on CPU and GPU nodes)")
 
-        # GPUs: the same count on every host, none pinned twice on this host.
+    def _gpus(self, var: str, entry: dict, label: Any) -> list | None:
+        """The same GPU count on every host, none pinned twice on this host; this host's GPUs, None when unreadable."""
         gpus = entry.get("gpus", [])
+        hosts = entry["hosts"]
         if isinstance(gpus, dict):
             missing = [h for h in hosts if isinstance(h, str) and h not in gpus]
             if missing:
-                err(f"{var}.gpus", f"gives no GPUs for {', '.join(missing)}", "list every host of the instance under gpus, or give one list for all hosts")
+                self.err(f"{var}.gpus", f"gives no GPUs for {', '.join(missing)}", "list every host of the instance under gpus, or give one list for all hosts")
             counts = {h: len(gpus.get(h) or []) for h in hosts if isinstance(h, str)}
             if len(set(counts.values())) > 1:
-                err(f"{var}.gpus", "uneven GPUs per host (" + ", ".join(f"{h}: {n}" for h, n in counts.items()) + ")",
-                    "give every host the same number of GPUs: pipeline stages are split evenly across hosts")
+                self.err(f"{var}.gpus", "uneven GPUs per host (" + ", ".join(f"{h}: {n}" for h, n in counts.items()) + ")",
+                         "give every host the same number of GPUs: pipeline stages are split evenly across hosts")
         elif not isinstance(gpus, list):
-            err(f"{var}.gpus", f"must be a list of GPU indexes (the same on every host) or a mapping host -> list, got {_describe(gpus)}",
-                "e.g. gpus: [0, 1, 2, 3]; [] on CPU nodes")
-            continue
-        mine_gpus = host_gpus(entry, host)
+            self.err(f"{var}.gpus", f"must be a list of GPU indexes (the same on every host) or a mapping host -> list, got {_describe(gpus)}",
+                     "e.g. gpus: [0, 1, 2, 3]; [] on CPU nodes")
+            return None
+        mine_gpus = host_gpus(entry, self.host)
         for dev in mine_gpus:
             if not _is_gpu_ref(dev):
-                err(f"{var}.gpus", f"{dev!r} is not a GPU index", "use integers as nvidia-smi numbers them, or GPU UUIDs")
-            elif dev in pinned_here:
-                err(f"{var}.gpus", f"GPU {dev} is already pinned to instance {pinned_here[dev]} on this host",
-                    "give each instance its own GPUs (two vLLM engines on one GPU each claim gpu_memory_utilization of it)")
+                self.err(f"{var}.gpus", f"{dev!r} is not a GPU index", "use integers as nvidia-smi numbers them, or GPU UUIDs")
+            elif dev in self.pinned_here:
+                self.err(f"{var}.gpus", f"GPU {dev} is already pinned to instance {self.pinned_here[dev]} on this host",
+                         "give each instance its own GPUs (two vLLM engines on one GPU each claim gpu_memory_utilization of it)")
             else:
-                pinned_here[dev] = str(label)
+                self.pinned_here[dev] = str(label)
+        return mine_gpus
 
+    def _owned_flags(self, var: str, entry: dict) -> dict | None:
+        """flags is a mapping without the flags the deploy sets; the flags, None when not a mapping."""
         flags = entry.get("flags") or {}
         if not isinstance(flags, dict):
-            err(f"{var}.flags", f"must be a mapping of vLLM flags, got {_describe(flags)}", "e.g. flags: {max_model_len: 8192}")
-            continue
+            self.err(f"{var}.flags", f"must be a mapping of vLLM flags, got {_describe(flags)}", "e.g. flags: {max_model_len: 8192}")
+            return None
         for flag in flags:
             if flag in MULTINODE_OWNED_FLAGS:
-                err(f"{var}.flags.{flag}", "is set by the deploy for a multi-node instance", MULTINODE_OWNED_FLAGS[flag])
+                self.err(f"{var}.flags.{flag}", "is set by the deploy for a multi-node instance", MULTINODE_OWNED_FLAGS[flag])
+        return flags
+
+    def _owned_env(self, var: str, entry: dict) -> Any:
+        """env without the variables the deploy sets; the env as given (or {})."""
         env = entry.get("env") or {}
         if isinstance(env, dict):
             for key in env:
                 if key in MULTINODE_OWNED_ENV:
-                    err(f"{var}.env.{key}", "is set by the deploy for a multi-node instance", MULTINODE_OWNED_ENV[key])
+                    self.err(f"{var}.env.{key}", "is set by the deploy for a multi-node instance", MULTINODE_OWNED_ENV[key])
+        return env
+
+    def _parallel(self, var: str, entry: dict, mine_gpus: list) -> None:
+        """TP x PP equals the devices of all hosts together."""
         tp, pp, total = parallel_sizes(entry)
         if _is_int(tp) and _is_int(pp) and tp > 0 and pp > 0 and tp * pp != total:
             per_host = max(1, len(mine_gpus))
-            err(f"{var}.flags", f"TP {tp} x PP {pp} = {tp * pp} but the instance has {total} "
-                + ("GPUs" if mine_gpus else "CPU hosts") + f" ({len([h for h in hosts if isinstance(h, str)])} hosts x {per_host})",
-                "make tensor_parallel_size x pipeline_parallel_size equal the GPUs of all hosts (TP inside a host, PP across hosts), "
-                "or drop both: TP defaults to the GPUs per host, PP to the number of hosts")
+            self.err(f"{var}.flags", f"TP {tp} x PP {pp} = {tp * pp} but the instance has {total} "
+                     + ("GPUs" if mine_gpus else "CPU hosts") + f" ({len([h for h in entry['hosts'] if isinstance(h, str)])} hosts x {per_host})",
+                     "make tensor_parallel_size x pipeline_parallel_size equal the GPUs of all hosts (TP inside a host, PP across hosts), "
+                     "or drop both: TP defaults to the GPUs per host, PP to the number of hosts")
 
+    def _as_one_host_instance(self, var: str, entry: dict, mine_gpus: list, flags: dict, env: Any) -> None:
+        """Positive TP and PP, then every check of a one-host instance on this host's rank (instances.validate_inventory)."""
         # Everything else an instance is checked for (flag kinds against vLLM's list, env, bind, API
         # key), with this host's rank as a one-host instance; the deploy's own flags are left out.
         as_single = {k: entry[k] for k in ("name", "model", "port", "bind", "env", "cpu_kv_cache_space_gib") if k in entry}
@@ -244,15 +319,14 @@ def validate(entries: Any, models: Any, *, host: str, play_hosts: list[str], vie
         as_single["env"] = {k: v for k, v in env.items() if k not in MULTINODE_OWNED_ENV} if isinstance(env, dict) else env
         for flag in ("tensor_parallel_size", "pipeline_parallel_size"):
             if flag in flags and not (_is_int(flags[flag]) and flags[flag] > 0):
-                err(f"{var}.flags.{flag}", f"must be a positive integer, got {_describe(flags[flag])}", "e.g. 2, or drop it")
+                self.err(f"{var}.flags.{flag}", f"must be a positive integer, got {_describe(flags[flag])}", "e.g. 2, or drop it")
         if not isinstance(as_single["port"] if "port" in as_single else None, int):
             as_single["port"] = 1  # already refused above; keep the other checks running
-        for line in _inst.validate_inventory(models, [as_single], host=host, fleet=fleet):
+        for line in _inst.validate_inventory(self.models, [as_single], host=self.host, fleet=self.fleet):
             line = line.replace("vllm_instances[0]", var)
             if "is not a key of vllm_models" in line:
                 continue  # said once above
-            errors.append(line)
-    return errors
+            self.problems.lines.append(line)
 
 
 def _addr(entry: dict[str, Any], addresses: dict[str, Any]) -> str:
