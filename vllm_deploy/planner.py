@@ -853,27 +853,16 @@ def plan(model: ModelInfo, *, gpu_total_gib: float, num_gpus: int = 1, tensor_pa
          gpu_name: str | None = None, enforce_eager: bool = False, block_size: int | None = None,
          quantization: str | None = None, _suggest: bool = True) -> Plan:
     """Predict vLLM's startup memory sizing for one instance on GPUs of `gpu_total_gib` (torch total)."""
-    for name, value in (("gpu_total_gib", gpu_total_gib), ("num_gpus", num_gpus),
-                        ("tensor_parallel_size", tensor_parallel_size), ("pipeline_parallel_size", pipeline_parallel_size),
-                        ("max_model_len", max_model_len), ("max_num_seqs", max_num_seqs),
-                        ("max_num_batched_tokens", max_num_batched_tokens), ("cpu_offload_gb", cpu_offload_gb),
-                        ("free_memory_gib", free_memory_gib), ("gpu_memory_utilization", gpu_memory_utilization),
-                        ("block_size", block_size)):
-        _validate_number(name, value, **INPUT_BOUNDS[name])
-    if free_memory_gib is not None and free_memory_gib > gpu_total_gib:
-        raise PlanError(f"free_memory_gib={free_memory_gib} is more than the GPU's total memory ({gpu_total_gib} GiB)")
-    if kv_cache_dtype not in KV_CACHE_DTYPES:
-        raise PlanError(f"kv_cache_dtype={kv_cache_dtype!r} is not one vLLM accepts; use one of "
-                        f"{', '.join(KV_CACHE_DTYPES)} (there is no 'fp16': use auto or float16)")
-    if dtype not in WEIGHT_DTYPES:
-        raise PlanError(f"dtype={dtype!r} is not supported; use one of {', '.join(WEIGHT_DTYPES)}")
+    kwargs = dict(
+        gpu_total_gib=gpu_total_gib, num_gpus=num_gpus, tensor_parallel_size=tensor_parallel_size,
+        pipeline_parallel_size=pipeline_parallel_size, gpu_memory_utilization=gpu_memory_utilization,
+        max_model_len=max_model_len, dtype=dtype, kv_cache_dtype=kv_cache_dtype, max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens, cpu_offload_gb=cpu_offload_gb, free_memory_gib=free_memory_gib,
+        vllm_version=vllm_version, gpu_name=gpu_name, enforce_eager=enforce_eager, block_size=block_size,
+        quantization=quantization)
+    _check_plan_inputs(kwargs)
     tp, pp = tensor_parallel_size, pipeline_parallel_size
-    if tp * pp > num_gpus:
-        raise PlanError(f"tensor_parallel_size*pipeline_parallel_size={tp * pp} is more than num_gpus={num_gpus}; "
-                        "give the instance more GPUs or lower the parallel sizes")
     version = _version_tuple(vllm_version)
-    version_str = "%d.%d.%d" % version
-
     util = gpu_memory_utilization if gpu_memory_utilization is not None else default_gpu_memory_utilization(vllm_version)
     seqs_default, mnbt_default = batch_defaults(gpu_total_gib, gpu_name)
     seqs = max_num_seqs or seqs_default
@@ -881,89 +870,26 @@ def plan(model: ModelInfo, *, gpu_total_gib: float, num_gpus: int = 1, tensor_pa
     mml = max_model_len or mml_limit
     mnbt = max_num_batched_tokens or max(mnbt_default, 0)
     num_reqs = min(seqs, mnbt)
-
-    # dtype auto serves fp32 checkpoints in 16 bits too; only an explicit float32 keeps 4-byte activations/KV.
-    model_dtype_bytes = 4 if dtype in ("float32", "float") else 2
-    kv_bytes = KV_CACHE_DTYPES[kv_cache_dtype] or model_dtype_bytes
     bs = block_size or DEFAULT_BLOCK_SIZE
-    eff_model = model
-    if quantization and model.quantization is None:
-        eff_model = _with_online_quantization(model, quantization)
-
-    reasons: list[str] = []
-    warnings: list[str] = []
-    if max_model_len and max_model_len > mml_limit:
-        reasons.append(f"User-specified max_model_len ({max_model_len}) is greater than the derived max_model_len "
-                       f"(max_position_embeddings={mml_limit} in model's config.json). Lower --max-model-len to "
-                       f"{mml_limit} (VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 only if the model really extends its context).")
-    reasons += _check_parallel(model, tp)
-
     total_b = gpu_total_gib * GiB
     requested_b = util * total_b
-    if free_memory_gib is not None and free_memory_gib * GiB < requested_b:
-        reasons.append(f"Free memory on device ({free_memory_gib:.2f}/{gpu_total_gib:.2f} GiB) on startup is less "
-                       f"than desired GPU memory utilization ({util}, {requested_b / GiB:.2f} GiB). Decrease GPU "
-                       "memory utilization or reduce GPU memory used by other processes.")
-
-    nontorch = _non_torch_gib(tp, pp, version) * GiB
     graphs_subtracted = version >= (0, 21, 0)
-    stages = _pp_partition(model.num_layers, pp)
-    act_bytes = model_dtype_bytes
-    per_stage = []
-    for s, (start, end) in enumerate(stages):
-        w = _weights_per_gpu_bytes(eff_model, tp=tp, pp=pp, stage=s, start=start, end=end, dtype=dtype)
-        w = max(0.0, w - cpu_offload_gb * GiB)
-        act = _activation_bytes(model, tp=tp, mnbt=mnbt, num_reqs=num_reqs, act_bytes=act_bytes,
-                                last_stage=(s == pp - 1))
-        graphs = _cuda_graph_gib(model, end - start, seqs, enforce_eager) * GiB
-        avail = requested_b - w - act - nontorch - (graphs if graphs_subtracted else 0)
-        layout = _kv_layout(model, list(model.layer_types[start:end]), tp, kv_bytes, bs)
-        per_stage.append((avail, w, act, graphs, layout))
-    # get_kv_cache_configs: num_blocks is the minimum over workers.
-    worst = min(per_stage, key=lambda t: (t[0] // (t[4].page_bytes * t[4].group_size)) if t[0] > 0 else t[0] / GiB)
-    avail, w, act, graphs, layout = worst
-    num_blocks = max(0, int(avail // layout.page_bytes // layout.group_size)) if avail > 0 else 0
-    blocks_req = _blocks_per_request(layout, model, mml, mnbt)
-    concurrency = num_blocks / blocks_req if blocks_req else 0.0
-    if version >= (0, 21, 0):
-        tokens = int(concurrency * mml)
-    else:
-        tokens = num_blocks // len(layout.groups) * bs
-    needed = _needed_kv_bytes(layout, model, mml, mnbt)
-    fit_len = _estimate_max_model_len(layout, model, int(avail), mml_limit, mnbt) if avail > 0 else 0
 
+    reasons = _startup_reasons(model, tp, max_model_len, free_memory_gib, gpu_total_gib, util, requested_b)
+    nontorch = _non_torch_gib(tp, pp, version) * GiB
+    avail, w, act, graphs, layout = _worst_stage(model, kwargs, mnbt=mnbt, num_reqs=num_reqs, seqs=seqs, bs=bs,
+                                                 requested_b=requested_b, nontorch=nontorch,
+                                                 graphs_subtracted=graphs_subtracted)
+    num_blocks, concurrency, tokens, needed, fit_len = _kv_sizing(model, layout, avail, mml=mml, mml_limit=mml_limit,
+                                                                  mnbt=mnbt, version=version)
     if not reasons:
-        if avail <= 0:
-            reasons.append("No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
-                           "when initializing the engine.")
-        elif needed > avail:
-            est = (f"Based on the available memory, the estimated maximum model length is {fit_len}. "
-                   if fit_len > 0 else "")
-            reasons.append(f"To serve at least one request with the model's max seq len ({mml}), "
-                           f"({_format_gib(needed)} GiB KV cache is needed, which is larger than the available KV "
-                           f"cache memory ({_format_gib(avail)} GiB). {est}Try increasing `gpu_memory_utilization` "
-                           "or decreasing `max_model_len` when initializing the engine.")
-
-    # Risks after KV sizing: the sampler warm-up (and, before v0.21, the CUDA-graph pool) run outside the budget.
-    vocab = _cdiv(model.vocab_size, VOCAB_PADDING) * VOCAB_PADDING
-    sampler_b = num_reqs * vocab * SAMPLER_BYTES_PER_LOGIT
+        reasons += _kv_reasons(avail, needed, mml, fit_len)
     resident = CUDA_CONTEXT_GIB * GiB + requested_b + (0 if graphs_subtracted else graphs)
-    headroom = total_b - resident
-    if not reasons and headroom - sampler_b < 1.0 * GiB:
-        warnings.append(f"Only {headroom / GiB:.2f} GiB stays outside the budget (CUDA context"
-                        f"{'' if graphs_subtracted else ' and CUDA graphs'}); the sampler warm-up with {num_reqs} "
-                        f"dummy requests needs about {sampler_b / GiB:.2f} GiB: risk of 'CUDA out of memory occurred "
-                        "when warming up sampler'. Lower max_num_seqs or gpu_memory_utilization.")
-    if not reasons and util >= 0.95 and not warnings:
-        warnings.append(f"gpu_memory_utilization {util} leaves {headroom / GiB:.2f} GiB for the CUDA context, "
-                        "fragmentation and other processes.")
-    if model.weights_source == "estimate":
-        warnings.append("Weights size estimated from config.json (no safetensors index or files): +-2% on weights.")
-    if model.is_multimodal:
-        warnings.append("Multimodal model: the vision encoder's profiling peak is not modelled.")
+    warnings = _plan_warnings(model, reasons, util=util, num_reqs=num_reqs, headroom=total_b - resident,
+                              graphs_subtracted=graphs_subtracted)
 
     result = Plan(
-        device="gpu", vllm_version=version_str, gpu_total_gib=gpu_total_gib, gpu_memory_utilization=util,
+        device="gpu", vllm_version="%d.%d.%d" % version, gpu_total_gib=gpu_total_gib, gpu_memory_utilization=util,
         tensor_parallel_size=tp, pipeline_parallel_size=pp, max_model_len=mml, max_num_seqs=seqs,
         max_num_batched_tokens=mnbt, dtype=dtype, kv_cache_dtype=kv_cache_dtype, block_size=bs,
         requested_gib=requested_b / GiB, weights_gib=w / GiB, activation_gib=act / GiB,
@@ -977,13 +903,133 @@ def plan(model: ModelInfo, *, gpu_total_gib: float, num_gpus: int = 1, tensor_pa
         resident_gib=resident / GiB,
     )
     if _suggest and not result.fits:
-        result.suggestions = _suggestions(model, result, dict(
-            gpu_total_gib=gpu_total_gib, num_gpus=num_gpus, tensor_parallel_size=tp, pipeline_parallel_size=pp,
-            gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len, dtype=dtype,
-            kv_cache_dtype=kv_cache_dtype, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-            cpu_offload_gb=cpu_offload_gb, free_memory_gib=free_memory_gib, vllm_version=vllm_version,
-            gpu_name=gpu_name, enforce_eager=enforce_eager, block_size=block_size, quantization=quantization))
+        result.suggestions = _suggestions(model, result, kwargs)
     return result
+
+
+def _check_plan_inputs(kwargs: dict) -> None:
+    """Raise PlanError on a number out of bounds, more free memory than the GPU has, an unknown dtype, too few GPUs."""
+    for name in ("gpu_total_gib", "num_gpus", "tensor_parallel_size", "pipeline_parallel_size", "max_model_len",
+                 "max_num_seqs", "max_num_batched_tokens", "cpu_offload_gb", "free_memory_gib",
+                 "gpu_memory_utilization", "block_size"):
+        _validate_number(name, kwargs[name], **INPUT_BOUNDS[name])
+    free_memory_gib, gpu_total_gib = kwargs["free_memory_gib"], kwargs["gpu_total_gib"]
+    if free_memory_gib is not None and free_memory_gib > gpu_total_gib:
+        raise PlanError(f"free_memory_gib={free_memory_gib} is more than the GPU's total memory ({gpu_total_gib} GiB)")
+    kv_cache_dtype, dtype = kwargs["kv_cache_dtype"], kwargs["dtype"]
+    if kv_cache_dtype not in KV_CACHE_DTYPES:
+        raise PlanError(f"kv_cache_dtype={kv_cache_dtype!r} is not one vLLM accepts; use one of "
+                        f"{', '.join(KV_CACHE_DTYPES)} (there is no 'fp16': use auto or float16)")
+    if dtype not in WEIGHT_DTYPES:
+        raise PlanError(f"dtype={dtype!r} is not supported; use one of {', '.join(WEIGHT_DTYPES)}")
+    tp, pp, num_gpus = kwargs["tensor_parallel_size"], kwargs["pipeline_parallel_size"], kwargs["num_gpus"]
+    if tp * pp > num_gpus:
+        raise PlanError(f"tensor_parallel_size*pipeline_parallel_size={tp * pp} is more than num_gpus={num_gpus}; "
+                        "give the instance more GPUs or lower the parallel sizes")
+
+
+def _longer_than_model(max_model_len: int, mml_limit: int) -> str:
+    """vLLM's refusal of a max_model_len above the one the model's config.json derives."""
+    return (f"User-specified max_model_len ({max_model_len}) is greater than the derived max_model_len "
+            f"(max_position_embeddings={mml_limit} in model's config.json).")
+
+
+def _kv_too_small(mml: int, needed: float, available: float, fit_len: int, remedy: str) -> str:
+    """vLLM's refusal when one request of max_model_len tokens needs more KV cache than there is (`remedy`: what to increase)."""
+    est = (f"Based on the available memory, the estimated maximum model length is {fit_len}. "
+           if fit_len > 0 else "")
+    return (f"To serve at least one request with the model's max seq len ({mml}), "
+            f"({_format_gib(needed)} GiB KV cache is needed, which is larger than the available KV "
+            f"cache memory ({_format_gib(available)} GiB). {est}Try increasing {remedy} "
+            "or decreasing `max_model_len` when initializing the engine.")
+
+
+def _startup_reasons(model: ModelInfo, tp: int, max_model_len: int | None, free_memory_gib: float | None,
+                     gpu_total_gib: float, util: float, requested_b: float) -> list[str]:
+    """What vLLM refuses before sizing the KV cache: a too long max_model_len, TP divisibility, too little free memory."""
+    reasons: list[str] = []
+    mml_limit = model.max_model_len_limit
+    if max_model_len and max_model_len > mml_limit:
+        reasons.append(_longer_than_model(max_model_len, mml_limit) + f" Lower --max-model-len to "
+                       f"{mml_limit} (VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 only if the model really extends its context).")
+    reasons += _check_parallel(model, tp)
+    if free_memory_gib is not None and free_memory_gib * GiB < requested_b:
+        reasons.append(f"Free memory on device ({free_memory_gib:.2f}/{gpu_total_gib:.2f} GiB) on startup is less "
+                       f"than desired GPU memory utilization ({util}, {requested_b / GiB:.2f} GiB). Decrease GPU "
+                       "memory utilization or reduce GPU memory used by other processes.")
+    return reasons
+
+
+def _worst_stage(model: ModelInfo, kwargs: dict, *, mnbt: int, num_reqs: int, seqs: int, bs: int, requested_b: float,
+                 nontorch: float, graphs_subtracted: bool) -> tuple[float, float, float, float, KVLayout]:
+    """(KV bytes available, weights, activations, CUDA graphs, KV layout) of the PP stage with the fewest KV blocks."""
+    tp, pp, dtype = kwargs["tensor_parallel_size"], kwargs["pipeline_parallel_size"], kwargs["dtype"]
+    # dtype auto serves fp32 checkpoints in 16 bits too; only an explicit float32 keeps 4-byte activations/KV.
+    model_dtype_bytes = 4 if dtype in ("float32", "float") else 2
+    kv_bytes = KV_CACHE_DTYPES[kwargs["kv_cache_dtype"]] or model_dtype_bytes
+    eff_model = model
+    if kwargs["quantization"] and model.quantization is None:
+        eff_model = _with_online_quantization(model, kwargs["quantization"])
+    act_bytes = model_dtype_bytes
+    per_stage = []
+    for s, (start, end) in enumerate(_pp_partition(model.num_layers, pp)):
+        w = _weights_per_gpu_bytes(eff_model, tp=tp, pp=pp, stage=s, start=start, end=end, dtype=dtype)
+        w = max(0.0, w - kwargs["cpu_offload_gb"] * GiB)
+        act = _activation_bytes(model, tp=tp, mnbt=mnbt, num_reqs=num_reqs, act_bytes=act_bytes,
+                                last_stage=(s == pp - 1))
+        graphs = _cuda_graph_gib(model, end - start, seqs, kwargs["enforce_eager"]) * GiB
+        avail = requested_b - w - act - nontorch - (graphs if graphs_subtracted else 0)
+        layout = _kv_layout(model, list(model.layer_types[start:end]), tp, kv_bytes, bs)
+        per_stage.append((avail, w, act, graphs, layout))
+    # get_kv_cache_configs: num_blocks is the minimum over workers.
+    return min(per_stage, key=lambda t: (t[0] // (t[4].page_bytes * t[4].group_size)) if t[0] > 0 else t[0] / GiB)
+
+
+def _kv_sizing(model: ModelInfo, layout: KVLayout, avail: float, *, mml: int, mml_limit: int, mnbt: int,
+               version: tuple[int, int, int]) -> tuple[int, float, int, int, int]:
+    """(KV blocks, max concurrency, KV cache tokens as vLLM logs them, KV bytes one request needs, largest length that fits)."""
+    bs = layout.block_size
+    num_blocks = max(0, int(avail // layout.page_bytes // layout.group_size)) if avail > 0 else 0
+    blocks_req = _blocks_per_request(layout, model, mml, mnbt)
+    concurrency = num_blocks / blocks_req if blocks_req else 0.0
+    if version >= (0, 21, 0):
+        tokens = int(concurrency * mml)
+    else:
+        tokens = num_blocks // len(layout.groups) * bs
+    needed = _needed_kv_bytes(layout, model, mml, mnbt)
+    fit_len = _estimate_max_model_len(layout, model, int(avail), mml_limit, mnbt) if avail > 0 else 0
+    return num_blocks, concurrency, tokens, needed, fit_len
+
+
+def _kv_reasons(avail: float, needed: int, mml: int, fit_len: int) -> list[str]:
+    """vLLM's refusal when no memory is left for KV blocks, or too little for one max-length request."""
+    if avail <= 0:
+        return ["No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
+                "when initializing the engine."]
+    if needed > avail:
+        return [_kv_too_small(mml, needed, avail, fit_len, "`gpu_memory_utilization`")]
+    return []
+
+
+def _plan_warnings(model: ModelInfo, reasons: list[str], *, util: float, num_reqs: int, headroom: float,
+                   graphs_subtracted: bool) -> list[str]:
+    """Risks once the KV cache is sized (the sampler warm-up and, before v0.21, CUDA graphs run outside the budget), and estimates."""
+    warnings: list[str] = []
+    vocab = _cdiv(model.vocab_size, VOCAB_PADDING) * VOCAB_PADDING
+    sampler_b = num_reqs * vocab * SAMPLER_BYTES_PER_LOGIT
+    if not reasons and headroom - sampler_b < 1.0 * GiB:
+        warnings.append(f"Only {headroom / GiB:.2f} GiB stays outside the budget (CUDA context"
+                        f"{'' if graphs_subtracted else ' and CUDA graphs'}); the sampler warm-up with {num_reqs} "
+                        f"dummy requests needs about {sampler_b / GiB:.2f} GiB: risk of 'CUDA out of memory occurred "
+                        "when warming up sampler'. Lower max_num_seqs or gpu_memory_utilization.")
+    if not reasons and util >= 0.95 and not warnings:
+        warnings.append(f"gpu_memory_utilization {util} leaves {headroom / GiB:.2f} GiB for the CUDA context, "
+                        "fragmentation and other processes.")
+    if model.weights_source == "estimate":
+        warnings.append("Weights size estimated from config.json (no safetensors index or files): +-2% on weights.")
+    if model.is_multimodal:
+        warnings.append("Multimodal model: the vision encoder's profiling peak is not modelled.")
+    return warnings
 
 
 def _with_online_quantization(model: ModelInfo, quantization: str) -> ModelInfo:
@@ -1100,15 +1146,9 @@ def plan_cpu(model: ModelInfo, *, kv_cache_space_gib: float, max_model_len: int 
     fit_len = _estimate_max_model_len(layout, model, available, max(mml_limit, mml), mnbt, reserved)
     reasons = []
     if max_model_len and max_model_len > mml_limit:
-        reasons.append(f"User-specified max_model_len ({max_model_len}) is greater than the derived max_model_len "
-                       f"(max_position_embeddings={mml_limit} in model's config.json).")
+        reasons.append(_longer_than_model(max_model_len, mml_limit))
     elif needed > available:
-        est = (f"Based on the available memory, the estimated maximum model length is {fit_len}. "
-               if fit_len > 0 else "")
-        reasons.append(f"To serve at least one request with the model's max seq len ({mml}), "
-                       f"({_format_gib(needed)} GiB KV cache is needed, which is larger than the available KV "
-                       f"cache memory ({_format_gib(available)} GiB). {est}Try increasing VLLM_CPU_KVCACHE_SPACE "
-                       "or decreasing `max_model_len` when initializing the engine.")
+        reasons.append(_kv_too_small(mml, needed, available, fit_len, "VLLM_CPU_KVCACHE_SPACE"))
     p = Plan(
         device="cpu", vllm_version="%d.%d.%d" % _version_tuple(vllm_version), gpu_total_gib=0.0,
         gpu_memory_utilization=0.0, tensor_parallel_size=1, pipeline_parallel_size=1, max_model_len=mml,
