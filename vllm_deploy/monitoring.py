@@ -297,10 +297,10 @@ def multinode_rows(nodes: list[dict]) -> list[list[str]]:
     """One row per multi-node instance (vllm_multinode_instances), whichever of its hosts report it.
 
     Host: its hosts in rank order (`gpu1+gpu2`). State: rank 0's unit, then every other rank that is
-    not active (`; rank 1 (gpu2): failed`); a rank whose host is not in this run is `unknown`. Its
-    rank's unit is vllm-NAME, a Ray worker's ray-NAME. Rotation, KV tokens and last restart are rank
+    not active (`; rank 1 (gpu2): failed`); a rank whose host is not in this run is `unknown`. Each
+    rank is read from its own unit (multinode.rank_unit). Rotation, KV tokens and last restart are rank
     0's (it serves the API and is the gateway's one server); GPU memory every rank's GPUs."""
-    from vllm_deploy.multinode import host_gpus
+    from vllm_deploy.multinode import host_gpus, rank_unit
 
     by_host = {n["host"]: n for n in nodes}
     entries: dict[str, dict] = {}
@@ -314,8 +314,7 @@ def multinode_rows(nodes: list[dict]) -> list[list[str]]:
         states, memory, rank0_unit = [], [], {}
         for rank, host in enumerate(hosts):
             node = by_host.get(host)
-            unit_name = f"ray-{name}" if entry.get("backend") == "ray" and rank > 0 else f"vllm-{name}"
-            unit = _systemctl_show(node.get("systemctl") or "").get(unit_name, {}) if node else {}
+            unit = _systemctl_show(node.get("systemctl") or "").get(rank_unit(entry, host), {}) if node else {}
             if rank == 0:
                 rank0_unit = unit
                 states.append(_unit_state(unit) if node else "unknown (not in this run)")

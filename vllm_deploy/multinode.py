@@ -86,6 +86,24 @@ def mine(entries: Any, host: str) -> list[tuple[int, dict[str, Any]]]:
     return [(i, e) for i, e in enumerate(entries) if isinstance(e, dict) and isinstance(e.get("hosts"), list) and host in e["hosts"]]
 
 
+def ray_unit(name: str) -> str:
+    """The unit of an instance's Ray node (backend ray), the head's and every worker's."""
+    return f"ray-{name}"
+
+
+def rank_unit(entry: dict[str, Any], host: str) -> str:
+    """The systemd unit of `host`'s rank: vllm-NAME, except a Ray worker (backend ray, not the first
+    host), which runs Ray only, so its rank is the Ray node ray-NAME. `entry`: a
+    vllm_multinode_instances entry, or a rank record (its `multinode` holds hosts and backend)."""
+    mn = entry.get("multinode") or entry
+    hosts = list(mn.get("hosts") or [])
+    if host not in hosts:
+        raise ValueError(f"{host} is not a host of instance {entry.get('name')!r} (hosts: {hosts})")
+    if mn.get("backend", "mp") == "ray" and host != hosts[0]:
+        return ray_unit(entry["name"])
+    return f"vllm-{entry['name']}"
+
+
 def validate(entries: Any, models: Any, *, host: str, play_hosts: list[str], views: dict[str, Any],
              instances: Any = None, fleet: dict[str, Any] | None = None, mode: str = "systemd") -> list[str]:
     """Every problem with the multi-node instances this host is a rank of, one line each.
@@ -392,10 +410,9 @@ def rank_record(entry: dict[str, Any], models: dict[str, Any], host: str, *, add
         ray = ["-m", "ray.scripts.scripts", "start", "--block", "--num-gpus", str(gpus_here)]
         ray += (["--head", "--port", str(master_port), "--node-ip-address", master_addr] if rank == 0
                 else ["--address", f"{master_addr}:{master_port}"])
-        record["ray"] = {"unit": f"ray-{entry['name']}", "argv": ray, "head": rank == 0}
-        if role == "ray-worker":
-            # A worker host runs Ray only: its rank's unit is the Ray worker; the gate is rank 0's.
-            record["unit"] = record["ray"]["unit"]
+        record["ray"] = {"unit": ray_unit(entry["name"]), "argv": ray, "head": rank == 0}
+        # A worker host runs Ray only: its rank's unit is the Ray worker; the gate is rank 0's.
+        record["unit"] = rank_unit(entry, host)
     _inst.refuse_unsafe(record)
     return record
 

@@ -571,6 +571,27 @@ def vllm_multinode_errors(entries, models, host, play_hosts, views, vllm_instanc
 
 
 @_filter
+def vllm_multinode_mine(entries, host):
+    """The multi-node instances `host` is a rank of (vllm_deploy.multinode.mine), in inventory order."""
+    from vllm_deploy import multinode
+
+    _expect(entries, (list,), "vllm_multinode_instances")
+    _expect(host, (str,), "host")
+    return [entry for _, entry in multinode.mine(entries, host)]
+
+
+@_filter
+def vllm_rank_unit(entry, host):
+    """The systemd unit of `host`'s rank of a multi-node instance (vllm_deploy.multinode.rank_unit): vllm-NAME,
+    a Ray worker's ray-NAME. `entry`: a vllm_multinode_instances entry or a rank record."""
+    from vllm_deploy import multinode
+
+    _expect(entry, (dict,), "the multi-node instance")
+    _expect(host, (str,), "host")
+    return multinode.rank_unit(entry, host)
+
+
+@_filter
 def vllm_build_ranks(entries, models, host, addresses, gpu_facts, model_facts, defaults):
     """The records of this host's ranks of multi-node instances (vllm_deploy.multinode.rank_records)."""
     from vllm_deploy import multinode
@@ -891,6 +912,8 @@ class FilterModule:
             "vllm_gateway_served_name_errors": vllm_gateway_served_name_errors,
             "vllm_gateway_errors": vllm_gateway_errors,
             "vllm_multinode_errors": vllm_multinode_errors,
+            "vllm_multinode_mine": vllm_multinode_mine,
+            "vllm_rank_unit": vllm_rank_unit,
             "vllm_build_ranks": vllm_build_ranks,
             "vllm_argv_problems": vllm_argv_problems,
             "vllm_lost_ranks": vllm_lost_ranks,

@@ -188,6 +188,43 @@ def test_the_ray_switch_starts_vllm_on_the_head_with_the_ray_backend():
     assert compat.load_versions()["vllm"]["gpu"]["ray"] == "2.60.0"
 
 
+# The one rule for a rank's unit (multinode.rank_unit): the serve chain, rebuild-node, status and the
+# status table all read it; the records' `unit` must agree with it on every host.
+@pytest.mark.parametrize("e, host, unit", [
+    (entry(), "node1", "vllm-big"),
+    (entry(), "node2", "vllm-big"),            # a headless mp rank is the vLLM unit too
+    (RAY, "node1", "vllm-big"),                # the Ray head's rank serves the API
+    (RAY, "node2", "ray-big"),                 # a Ray worker runs Ray only
+    (entry(hosts=["node1", "node2", "node3"], backend="ray"), "node3", "ray-big"),
+])
+def test_a_rank_unit_is_vllm_name_except_a_ray_worker(e, host, unit):
+    assert multinode.rank_unit(e, host) == unit
+    gpu = {**DEFAULTS, "engine": "gpu"} if e.get("backend") == "ray" else DEFAULTS
+    if host in HOSTS:
+        (rec,) = ranks(e, host, gpu)
+        assert rec["unit"] == unit and multinode.rank_unit(rec, host) == unit  # a rank record answers the same
+
+
+def test_a_rank_unit_refuses_a_host_outside_the_instance():
+    with pytest.raises(ValueError, match="node3 is not a host of instance 'big'"):
+        multinode.rank_unit(entry(), "node3")
+
+
+def test_the_filters_give_this_hosts_instances_and_its_rank_unit():
+    from test_filters import FILTERS
+
+    solo = {"name": "solo", "model": "tiny", "hosts": ["node2", "node3"]}
+    entries = [entry(), solo, {"name": "no-hosts"}, "not a mapping", entry(name="ray", hosts=["node3", "node1"], backend="ray")]
+    mine = FILTERS["vllm_multinode_mine"]
+    assert [e["name"] for e in mine(entries, "node1")] == ["big", "ray"]
+    assert [e["name"] for e in mine(entries, "node3")] == ["solo", "ray"]
+    assert mine(entries, "node4") == [] and mine(None, "node1") == []
+    unit = FILTERS["vllm_rank_unit"]
+    assert [unit(e, "node1") for e in mine(entries, "node1")] == ["vllm-big", "ray-ray"]
+    with pytest.raises(Exception, match="^vllm_rank_unit: node9 is not a host"):
+        unit(entry(), "node9")
+
+
 def _render(template, rec, venv):
     from test_render_hostile import jinja_env
 
