@@ -19,13 +19,13 @@ export NODE_IMAGE WHEELHOUSE
 SCENARIOS ?= default resilience driver-upgrade compose gateway multinode
 # `make test` runs two lanes at once, each on its own half of the cores (scripts/test-all.sh): lane 2
 # starts with the checks. The scenarios named in neither lane need every core and run alone after.
-LANE1 ?= resilience default
+LANE1 ?= default resilience
 LANE2 ?= driver-upgrade compose
 # Throwaway venv (outside the repo) holding the pinned vLLM whose argument list is dumped.
 VLLM_ARGS_VENV ?= /var/tmp/vllm-args-venv
 STAGING   := -i inventory/staging/hosts.yml
 
-.PHONY: help setup prereqs node-image wheelhouse staging staging-down test test-unit test-rules lint syntax collection-check molecule \
+.PHONY: help setup prereqs node-image node-image-vllm wheelhouse staging staging-down test test-unit test-rules lint syntax collection-check molecule \
         bench-deploy bench-rollout bench-planner bench-diagnose bench-inputs bench-image bench-gateway python-base vllm-args check-vllm-args
 
 help:  ## List the targets
@@ -45,6 +45,13 @@ setup: prereqs $(VENV)/.installed  ## Prerequisites + .venv with pinned ansible,
 
 node-image: setup  ## Build the local Debian 12 systemd node image (debootstrap; cached)
 	@bash scripts/node-image.sh
+
+# The scenarios that do not test a bare node's install (their molecule.yml names NODE_IMAGE_VLLM) boot
+# from the node image with the pinned vLLM stack already installed by role python_stack.
+NODE_IMAGE_VLLM ?= vllm-deploy/node:bookworm-vllm
+export NODE_IMAGE_VLLM
+node-image-vllm: node-image wheelhouse  ## The node image with the pinned CPU vLLM stack installed by role python_stack (cached)
+	@bash scripts/node-image-vllm.sh
 
 python-base: setup  ## Build a local stand-in for python:3.11-slim-bookworm (bench-image BASE=...; cached)
 	@bash scripts/python-base.sh
@@ -93,7 +100,7 @@ vllm-args: wheelhouse  ## Dump the pinned vLLM's server arguments into vllm_depl
 check-vllm-args: wheelhouse  ## Fail when vllm_deploy/data/vllm-args differs from the pinned vLLM's own argument list
 	$(PY) scripts/vllm_args.py --venv $(VLLM_ARGS_VENV) --wheelhouse $(WHEELHOUSE) --check
 
-molecule: node-image wheelhouse  ## Molecule scenarios on local Docker (SCENARIOS="default ...")
+molecule: node-image-vllm  ## Molecule scenarios on local Docker (SCENARIOS="default ...")
 	@failed=""; for s in $(SCENARIOS); do start=$$(date +%s); molecule test -s $$s || failed="$$failed $$s"; \
 	echo "scenario $$s: $$(( $$(date +%s) - start )) s"; done; \
 	if [ -n "$$failed" ]; then echo "molecule: failed scenarios:$$failed"; exit 1; fi; echo "molecule: all scenarios passed: $(SCENARIOS)"
