@@ -23,9 +23,14 @@ from vllm_deploy import containers, instances, ladder, models  # noqa: E402
 from vllm_deploy._validation import _plain  # noqa: E402
 
 
+# name -> filter: filled by @_filter, returned by FilterModule.filters.
+_FILTERS: dict = {}
+
+
 def _filter(fn):
-    """Any error a filter meets becomes one AnsibleFilterError that names the filter: Ansible would
-    otherwise report a bare TypeError/KeyError from deep in the package, with no hint which filter."""
+    """Registers `fn` as a filter under its own name. Any error it meets becomes one AnsibleFilterError
+    that names the filter: Ansible would otherwise report a bare TypeError/KeyError from deep in the
+    package, with no hint which filter."""
     name = fn.__name__
 
     @functools.wraps(fn)
@@ -40,6 +45,7 @@ def _filter(fn):
             detail = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc) or type(exc).__name__
             raise AnsibleFilterError(f"{name}: {detail}", orig_exc=exc) from exc
 
+    _FILTERS[name] = wrapper
     return wrapper
 
 
@@ -856,84 +862,5 @@ def vllm_rollout_not_restarted(records, changed, restarted, host):
 
 class FilterModule:
     def filters(self):
-        return {
-            "vllm_inventory_errors": vllm_inventory_errors,
-            "vllm_fleet_errors": vllm_fleet_errors,
-            "vllm_build_instances": vllm_build_instances,
-            "vllm_systemd_argv": vllm_systemd_argv,
-            "vllm_systemd_environment": vllm_systemd_environment,
-            "vllm_bool_switch_names": vllm_bool_switch_names,
-            "vllm_switch_errors": vllm_switch_errors,
-            "vllm_renamed_errors": vllm_renamed_errors,
-            "vllm_gate_argv": vllm_gate_argv,
-            "vllm_gate_logs_argv": vllm_gate_logs_argv,
-            "vllm_pinned_versions": vllm_pinned_versions,
-            "vllm_gpu_facts": vllm_gpu_facts,
-            "vllm_diagnose": vllm_diagnose,
-            "vllm_models_used": vllm_models_used,
-            "vllm_tiny_model_argv": vllm_tiny_model_argv,
-            "vllm_model_facts": vllm_model_facts,
-            "vllm_degrade_step": vllm_degrade_step,
-            "vllm_record_degraded": vllm_record_degraded,
-            "vllm_is_memory_failure": vllm_is_memory_failure,
-            "vllm_backups_of": vllm_backups_of,
-            "vllm_degraded_outcomes": vllm_degraded_outcomes,
-            "vllm_preflight_problems": vllm_preflight_problems,
-            "vllm_preflight_alloc_argv": vllm_preflight_alloc_argv,
-            "vllm_preflight_alloc_problems": vllm_preflight_alloc_problems,
-            "vllm_preflight_lines": vllm_preflight_lines,
-            "vllm_compat_pin_violations": vllm_compat_pin_violations,
-            "vllm_compat_node_violations": vllm_compat_node_violations,
-            "vllm_driver_state": vllm_driver_state,
-            "vllm_nvidia_repo_distro": vllm_nvidia_repo_distro,
-            "vllm_upstream_version": vllm_upstream_version,
-            "vllm_container_args": vllm_container_args,
-            "vllm_container_env": vllm_container_env,
-            "vllm_device_ids": vllm_device_ids,
-            "vllm_compose_escape": vllm_compose_escape,
-            "vllm_nvidia_smi_argv": vllm_nvidia_smi_argv,
-            "vllm_nvidia_smi_fields": vllm_nvidia_smi_fields,
-            "vllm_plan_actual": vllm_plan_actual,
-            "vllm_plan_textfile": vllm_plan_textfile,
-            "vllm_scrape_targets": vllm_scrape_targets,
-            "vllm_monitoring_fleet": vllm_monitoring_fleet,
-            "vllm_dcgm_targets": vllm_dcgm_targets,
-            "vllm_pinned_gpus": vllm_pinned_gpus,
-            "vllm_status_table": vllm_status_table,
-            "vllm_dpkg_query_argv": vllm_dpkg_query_argv,
-            "vllm_dpkg_installed_version": vllm_dpkg_installed_version,
-            "vllm_torch_matches": vllm_torch_matches,
-            "vllm_gateway_backends": vllm_gateway_backends,
-            "vllm_gateway_engine_key_errors": vllm_gateway_engine_key_errors,
-            "vllm_gateway_models_list": vllm_gateway_models_list,
-            "vllm_gateway_key_table": vllm_gateway_key_table,
-            "vllm_gateway_server_ref": vllm_gateway_server_ref,
-            "vllm_gateway_node_records": vllm_gateway_node_records,
-            "vllm_gateway_served_name_errors": vllm_gateway_served_name_errors,
-            "vllm_gateway_errors": vllm_gateway_errors,
-            "vllm_multinode_errors": vllm_multinode_errors,
-            "vllm_multinode_mine": vllm_multinode_mine,
-            "vllm_rank_unit": vllm_rank_unit,
-            "vllm_build_ranks": vllm_build_ranks,
-            "vllm_argv_problems": vllm_argv_problems,
-            "vllm_lost_ranks": vllm_lost_ranks,
-            "vllm_changed_for": vllm_changed_for,
-            "vllm_multinode_diagnosis": vllm_multinode_diagnosis,
-            "vllm_rank_fingerprint_problems": vllm_rank_fingerprint_problems,
-            "vllm_rank_watch_argv": vllm_rank_watch_argv,
-            "vllm_unit_show": vllm_unit_show,
-            "vllm_bench_argv": vllm_bench_argv,
-            "vllm_bench_progress": vllm_bench_progress,
-            "vllm_tune_candidates": vllm_tune_candidates,
-            "vllm_tuned_instances": vllm_tuned_instances,
-            "vllm_rollout_replicas": vllm_rollout_replicas,
-            "vllm_rollout_waves": vllm_rollout_waves,
-            "vllm_rollout_view": vllm_rollout_view,
-            "vllm_rollout_errors": vllm_rollout_errors,
-            "vllm_node_cpu_share": vllm_node_cpu_share,
-            "vllm_rebuild_batch_problems": vllm_rebuild_batch_problems,
-            "vllm_rollout_canary_servers": vllm_rollout_canary_servers,
-            "vllm_rollout_host_wave": vllm_rollout_host_wave,
-            "vllm_rollout_slots": vllm_rollout_slots,
-            "vllm_rollout_not_restarted": vllm_rollout_not_restarted,
-        }
+        """Every function decorated with @_filter, under its own name (no hand-kept list to forget)."""
+        return dict(_FILTERS)

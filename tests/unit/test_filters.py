@@ -55,3 +55,25 @@ def test_registered_under_their_own_names():
 def test_a_package_error_keeps_its_message():
     with pytest.raises(AnsibleFilterError, match=r"^vllm_driver_state: "):
         FILTERS["vllm_driver_state"]("nvidia-smi\t535.1-1\tii \n", None)
+
+
+def test_every_filter_the_roles_and_playbooks_call_is_registered():
+    """A filter a role, playbook, template or scenario calls by its collection name
+    (`| vllm_deploy.fleet.NAME`) but the plugin does not register fails at run time, deep in a deploy
+    ("No filter named ..."): found here instead. And every `vllm_*` function of the plugin is one."""
+    import re
+
+    called = {}
+    for top in ("roles", "playbooks", "templates", "molecule"):
+        for path in (REPO / top).rglob("*"):
+            if path.suffix in (".yml", ".yaml", ".j2") and path.is_file():
+                for name in re.findall(r"\|\s*vllm_deploy\.fleet\.(\w+)", path.read_text()):
+                    called.setdefault(name, str(path.relative_to(REPO)))
+    for name in ("deploy.yml", "rebuild-node.yml", "status.yml", "bench.yml", "tune.yml"):
+        for fn in re.findall(r"\|\s*vllm_deploy\.fleet\.(\w+)", (REPO / name).read_text()):
+            called.setdefault(fn, name)
+    assert len(called) > 40, called  # the scan found the roles' calls
+    assert {name: where for name, where in called.items() if name not in FILTERS} == {}
+    module = load_plugin()
+    defined = {name for name, fn in vars(module).items() if name.startswith("vllm_") and inspect.isfunction(fn)}
+    assert defined == set(FILTERS)
