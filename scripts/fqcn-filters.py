@@ -11,7 +11,7 @@ links back to the checkout (found beside deploy.yml, and through ansible.cfg's c
                                        the tests' Jinja environments that render templates/ (`"vllm_x": f`)
     scripts/fqcn-filters.py --check    change nothing; exit 1 and list each short use left
 
-The filter names are read from plugins/filter/*.py (FilterModule.filters), so a new filter is covered.
+The filter names are read from plugins/filter/*.py (the @_filter registry), so a new filter is covered.
 """
 
 import argparse
@@ -29,10 +29,13 @@ ONE_LINE_EXPR = re.compile(r'^(\s*)((?:- )?[\w.-]+): "(\{\{[^"\\]*\}\})"$')
 
 
 def filter_names(root=ROOT):
-    """The names the project's FilterModule classes register (the `"name": function` entries)."""
+    """The names the project's filter plugins register: each function decorated with `@_filter` (the
+    registry FilterModule.filters returns), and any `"name": function` entry of a FilterModule dict."""
     names = set()
     for plugin in sorted((root / "plugins" / "filter").glob("*.py")):
-        body = plugin.read_text().split("class FilterModule", 1)
+        text = plugin.read_text()
+        names.update(re.findall(r"^@_filter\s*\ndef ([a-z_][a-z0-9_]*)\(", text, re.M))
+        body = text.split("class FilterModule", 1)
         if len(body) == 2:
             names.update(re.findall(r"""["']([a-z_][a-z0-9_]*)["']\s*:""", body[1]))
     return names

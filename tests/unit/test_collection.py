@@ -90,3 +90,27 @@ def test_fqcn_rewrite_folds_a_line_it_made_too_long_without_changing_its_value(t
     assert max(len(row) for row in text.splitlines()) <= 160
     after = yaml.safe_load(text)[0]["ansible.builtin.set_fact"]["planned"]
     assert after == before[0]["ansible.builtin.set_fact"]["planned"].replace("| vllm_ab(", "| vllm_deploy.fleet.vllm_ab(")
+
+
+def test_filter_names_are_the_functions_the_plugin_registers_by_decorator(tmp_path):
+    """The project's plugin registers with @_filter (its FilterModule returns that registry): the rewrite
+    must know those names, or collection-check finds none and every short use goes unseen."""
+    (tmp_path / "plugins" / "filter").mkdir(parents=True)
+    (tmp_path / "plugins" / "filter" / "f.py").write_text(textwrap.dedent("""
+        _FILTERS = {}
+        def _filter(fn):
+            _FILTERS[fn.__name__] = fn
+            return fn
+        @_filter
+        def vllm_a(x): return x
+        def vllm_helper(x): return x
+        class FilterModule:
+            def filters(self):
+                return dict(_FILTERS)
+    """))
+    role = tmp_path / "roles" / "r" / "tasks"
+    role.mkdir(parents=True)
+    (role / "main.yml").write_text('- ansible.builtin.debug:\n    msg: "{{ 1 | vllm_a | vllm_helper }}"\n')
+    run = _run(tmp_path, "--check")
+    assert run.returncode == 1 and "vllm_a" in run.stdout + run.stderr, run.stdout + run.stderr
+    assert "vllm_helper" not in run.stdout + run.stderr
