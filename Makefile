@@ -17,10 +17,13 @@ NODE_IMAGE ?= vllm-deploy/node:bookworm
 WHEELHOUSE ?= $(CURDIR)/.cache/wheelhouse
 export NODE_IMAGE WHEELHOUSE
 SCENARIOS ?= default resilience driver-upgrade compose gateway multinode
-# `make test` runs two lanes at once, each on its own half of the cores (scripts/test-all.sh): lane 2
-# starts with the checks. The scenarios named in neither lane need every core and run alone after.
+# `make test` runs two lanes at once, each on its own half of the cores (scripts/test-all.sh), each a
+# list of checks (make targets) and scenarios run in order, split so that they end together: lane 2
+# starts with compose (the bare image: no wait for the baked one) and then runs the checks
+# (check-vllm-args reads the baked image). The scenarios named in neither lane need every core and
+# run alone after.
 LANE1 ?= default resilience
-LANE2 ?= driver-upgrade compose
+LANE2 ?= compose test-unit test-rules lint syntax collection-check check-vllm-args driver-upgrade
 # Throwaway venv (outside the repo) holding the pinned vLLM whose argument list is dumped.
 VLLM_ARGS_VENV ?= /var/tmp/vllm-args-venv
 STAGING   := -i inventory/staging/hosts.yml
@@ -94,11 +97,15 @@ syntax: setup  ## ansible-playbook --syntax-check on every playbook
 collection-check: setup  ## Build + install the collection vllm_deploy.fleet, use it by FQCN from a scratch operator repo (offline)
 	PY=$(PY) bash scripts/collection-check.sh
 
-vllm-args: wheelhouse  ## Dump the pinned vLLM's server arguments into vllm_deploy/data/vllm-args (what validation checks flags against)
-	$(PY) scripts/vllm_args.py --venv $(VLLM_ARGS_VENV) --wheelhouse $(WHEELHOUSE)
+# Read in the node image with the vLLM stack baked in (no second install of it); VLLM_ARGS_IMAGE= (empty)
+# reads it in a throwaway venv ($(VLLM_ARGS_VENV)) installed from the wheelhouse instead.
+VLLM_ARGS_IMAGE ?= $(NODE_IMAGE_VLLM)
+VLLM_ARGS_FROM = $(if $(VLLM_ARGS_IMAGE),--image $(VLLM_ARGS_IMAGE),--venv $(VLLM_ARGS_VENV) --wheelhouse $(WHEELHOUSE))
+vllm-args: $(if $(VLLM_ARGS_IMAGE),node-image-vllm,wheelhouse)  ## Dump the pinned vLLM's server arguments into vllm_deploy/data/vllm-args (what validation checks flags against)
+	$(PY) scripts/vllm_args.py $(VLLM_ARGS_FROM)
 
-check-vllm-args: wheelhouse  ## Fail when vllm_deploy/data/vllm-args differs from the pinned vLLM's own argument list
-	$(PY) scripts/vllm_args.py --venv $(VLLM_ARGS_VENV) --wheelhouse $(WHEELHOUSE) --check
+check-vllm-args: $(if $(VLLM_ARGS_IMAGE),node-image-vllm,wheelhouse)  ## Fail when vllm_deploy/data/vllm-args differs from the pinned vLLM's own argument list
+	$(PY) scripts/vllm_args.py $(VLLM_ARGS_FROM) --check
 
 molecule: node-image-vllm  ## Molecule scenarios on local Docker (SCENARIOS="default ...")
 	@failed=""; for s in $(SCENARIOS); do start=$$(date +%s); molecule test -s $$s || failed="$$failed $$s"; \

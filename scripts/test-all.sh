@@ -2,18 +2,21 @@
 # `make test`: every part CI runs, then each part's wall time (also when a part failed).
 #
 # Order: setup, node image and wheelhouse first (everything needs them). Then, beside the lanes, the
-# node image with the vLLM stack baked in (scripts/node-image-vllm.sh), which the scenarios that do
-# not test a bare node's install boot from (they wait for it). Then two lanes at once,
-# each with its own share of the machine's cores (on CI's 2 cores: one each): lane 1 and lane 2 hold
-# the checks and the scenarios whose nodes are content with one core (LANE1, LANE2 from the
-# Makefile); each of their nodes is pinned to its lane's cores (MOLECULE_NODE_CPUS, read by
-# molecule/shared/create.yml), so a busy engine in one lane never takes the other lane's core. A
-# scenario spends about half its time on one core (Python imports, one engine start after another,
-# pip, waits): measured on resilience's verify, the machine's two cores were 45 % idle. Last, one at
-# a time on every core, the scenarios that need more than one (SERIAL: the gateway's rollout under
-# load puts one node on each core, multinode's two pipeline ranks talk across two nodes).
+# node image with the vLLM stack baked in (scripts/node-image-vllm.sh: role python_stack on a bare
+# node, so every run proves the install on a bare node), which the scenarios that do not test the
+# install in a Compose image boot from (they wait for it), and which check-vllm-args reads vLLM's
+# argument list in. Then two lanes at once, each with its own share of the machine's cores (on CI's 2
+# cores: one each). LANE1 and LANE2 (Makefile) list what each runs in order, checks (make targets)
+# and scenarios, split so that the lanes end together; both start with a scenario whose nodes boot
+# the bare image (no wait), and check-vllm-args reads vLLM's argument list in the baked image.
+# Each lane's nodes are pinned to its cores (MOLECULE_NODE_CPUS, read by molecule/shared/create.yml),
+# so a busy engine in one lane never takes the other lane's core. A scenario spends about half its
+# time on one core (Python imports, one engine start after another, waits): measured on resilience's
+# verify, the machine's two cores were 45 % idle. Last, one at a time on every core, the scenarios
+# that need more than one (SERIAL: the gateway's rollout under load puts one node on each core,
+# multinode's two pipeline ranks talk across two nodes).
 #
-# A failing check stops its lane; every scenario runs, and the run fails if any part failed.
+# Every part runs whatever the others did; the run fails if any part failed.
 # SCENARIOS limits the scenarios run (the lanes keep only those it names). LANES=0 runs all in one lane.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -38,33 +41,37 @@ summary() {
   [[ -f $work/rows ]] && sed 's/^/  /' "$work/rows"
   printf '  %-36s %6d s\n' "total" $(($(date +%s) - start))
 }
-checks() {  # the checks, in order; the first failure stops them
-  local target
-  for target in test-unit test-rules lint syntax collection-check check-vllm-args; do
-    part "$target" make --no-print-directory "$target" || return 1
-  done
-}
 bake() {  # the node image with the vLLM stack in place (scripts/node-image-vllm.sh); its outcome in $work/baked
   part "node-image-vllm" make --no-print-directory node-image-vllm
   echo $? >"$work/baked"
 }
-scenarios() {  # scenarios NAME...: each one, whatever the others did; one that boots the baked image waits for it
+baked() {  # wait for the baked node image; false (and a line) when it failed
+  until [[ -s $work/baked ]]; do sleep 2; done
+  [[ $(cat "$work/baked") == 0 ]] && return 0
+  echo "== test: not run: the node image with vLLM (node-image-vllm) failed"
+  return 1
+}
+run() {  # run ENTRY...: each one, whatever the others did. A name under molecule/ is a scenario, any other a
+  # make target (a check). A scenario that boots the baked image, and check-vllm-args (vLLM's argument
+  # list is read in it), wait for the image.
   local s
   for s in "$@"; do
-    if grep -q NODE_IMAGE_VLLM "molecule/$s/molecule.yml"; then
-      until [[ -s $work/baked ]]; do sleep 2; done
-      if [[ $(cat "$work/baked") != 0 ]]; then
-        echo "== test: molecule $s: not run, its node image (node-image-vllm) failed"
+    if [[ -d molecule/$s ]]; then
+      if grep -q NODE_IMAGE_VLLM "molecule/$s/molecule.yml" && ! baked; then
         echo "molecule $s" >>"$work/failed"
         continue
       fi
+      part "molecule $s" molecule test -s "$s"
+    elif [[ $s == check-vllm-args ]] && ! baked; then
+      echo "$s" >>"$work/failed"
+    else
+      part "$s" make --no-print-directory "$s"
     fi
-    part "molecule $s" molecule test -s "$s"
   done
 }
-wanted() {  # the names of "$@" that SCENARIOS lists
+wanted() {  # the entries of "$@" to run: every check, and the scenarios SCENARIOS lists
   local s
-  for s in "$@"; do [[ " ${SCENARIOS:?} " == *" $s "* ]] && echo "$s"; done
+  for s in "$@"; do [[ ! -d molecule/$s || " ${SCENARIOS:?} " == *" $s "* ]] && echo "$s"; done
 }
 
 for target in setup node-image wheelhouse; do
@@ -78,23 +85,22 @@ cpus=$(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status)
 
 if [[ ${LANES:-2} == 0 ]] || (($(nproc) < 2)); then
   bake
-  checks
-  scenarios "${lane1[@]}" "${lane2[@]}" "${serial[@]}"
+  run "${lane1[@]}" "${lane2[@]}" "${serial[@]}"
 else
   # Each lane's share of the cores, as staging splits them between its nodes (vllm_deploy/cpus.py).
   share() { python -c "from vllm_deploy.cpus import node_share; print(node_share('$cpus', 2, $1))"; }
   cpus1=$(share 0) cpus2=$(share 1)
-  echo "== test: two lanes at once: lane 1 on cores $cpus1 (${lane1[*]}), lane 2 on cores $cpus2 (checks ${lane2[*]})"
+  echo "== test: two lanes at once: lane 1 on cores $cpus1 (${lane1[*]}), lane 2 on cores $cpus2 (${lane2[*]})"
   # Each line carries its lane; a lane's own output stays in order. The baked node image is built
   # beside them (its pip install on whichever core is free); the scenarios that boot it wait for it.
   (bake 2>&1 | sed -u 's/^/[bake] /') &
-  (LANE="lane 1" MOLECULE_NODE_CPUS=$cpus1 scenarios "${lane1[@]}" 2>&1 | sed -u 's/^/[lane 1] /') &
+  (LANE="lane 1" MOLECULE_NODE_CPUS=$cpus1 run "${lane1[@]}" 2>&1 | sed -u 's/^/[lane 1] /') &
   pid1=$!
-  ( (export LANE="lane 2"; checks && MOLECULE_NODE_CPUS=$cpus2 scenarios "${lane2[@]}") 2>&1 | sed -u 's/^/[lane 2] /') &
+  (LANE="lane 2" MOLECULE_NODE_CPUS=$cpus2 run "${lane2[@]}" 2>&1 | sed -u 's/^/[lane 2] /') &
   pid2=$!
   wait "$pid1" "$pid2"
   echo "== test: lanes done; now on every core: ${serial[*]}"
-  scenarios "${serial[@]}"
+  run "${serial[@]}"
 fi
 
 if [[ -s $work/failed ]]; then

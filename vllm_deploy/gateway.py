@@ -7,6 +7,7 @@ what these return and nothing else:
     backend_table(fleet, gateway_host)  -> [{served_name, backend, servers: [{name, host, instance, address, port}]}]
     models_list(table)                  -> the body of GET /v1/models
     key_table(keys)                     -> [{name, key, rate_per_s, concurrent}] (0 = no limit)
+    INFERENCE_ROUTES                    -> the routes the gateway may forward (vllm_gateway_routes)
     validate_*(...)                     -> one line per problem: host, variable, problem, fix
 
 `fleet` is {host: {"instances": [records], "address": "10.0.0.5"}}: the address is where the gateway
@@ -31,6 +32,20 @@ SERVED_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/+-]{0,127}$")
 KEY_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 # A key sits in a map file (whitespace splits its columns) and in an Authorization header.
 KEY_RE = re.compile(r"^[A-Za-z0-9._~+/=-]{16,256}$")
+# The inference routes the gateway may forward (POST, with `model` in the body), by their exact path:
+# the ones of vLLM 0.32's OpenAI server that run a model for a client. Everything else the engine
+# serves (/metrics, /tokenize's neighbours /detokenize, /docs, /openapi.json, /version, /health,
+# /load, /scale_elastic_ep, /v1/chat/completions/batch, ...) is answered 404 by the gateway itself.
+INFERENCE_ROUTES = {
+    "/v1/completions": "completions",
+    "/v1/chat/completions": "chat completions",
+    "/v1/embeddings": "embeddings (a pooling model)",
+    "/v1/responses": "the Responses API",
+    "/v1/messages": "the Anthropic Messages API",
+    "/v1/messages/count_tokens": "the Messages API's token count",
+    "/tokenize": "tokenize a prompt",
+}
+DEFAULT_ROUTES = ["/v1/completions", "/v1/chat/completions", "/v1/embeddings"]
 
 
 def haproxy_name(text: str) -> str:
@@ -166,9 +181,25 @@ def validate_served_names(models: Any, host: str = "") -> list[str]:
     return errors
 
 
+def validate_routes(routes: Any, host: str = "") -> list[str]:
+    """vllm_gateway_routes: a non-empty list of the inference routes the gateway knows (INFERENCE_ROUTES)."""
+    where = f"{host}: " if host else ""
+    known = ", ".join(INFERENCE_ROUTES)
+    if not isinstance(routes, list) or not routes:
+        return [f"{where}vllm_gateway_routes: must be a non-empty list of inference routes, got {routes!r} — "
+                f"e.g. {DEFAULT_ROUTES} (known: {known})"]
+    errors = []
+    for i, route in enumerate(routes):
+        if route not in INFERENCE_ROUTES:
+            errors.append(f"{where}vllm_gateway_routes[{i}]: {route!r} is not an inference route the gateway forwards — "
+                          f"use one of {known} (GET /v1/models is always answered by the gateway itself)")
+    return errors
+
+
 def validate_gateway(*, enabled: bool, group: str, groups: dict[str, list[str]], keys: Any, max_body_bytes: Any,
-                     max_tokens: Any, drain_timeout: Any, host: str = "") -> list[str]:
-    """The gateway's own inputs: the group exists and has hosts, keys well formed, limits in range."""
+                     max_tokens: Any, drain_timeout: Any, host: str = "", routes: Any = None) -> list[str]:
+    """The gateway's own inputs: the group exists and has hosts, keys well formed, limits in range,
+    the routes it forwards known inference routes."""
     if not enabled:
         return []
     where = f"{host}: " if host else ""
@@ -185,6 +216,7 @@ def validate_gateway(*, enabled: bool, group: str, groups: dict[str, list[str]],
     if not _is_int(drain_timeout) or drain_timeout < 0:
         errors.append(f"{where}vllm_gateway_drain_timeout: must be whole seconds >= 0, got {drain_timeout!r} — "
                       "e.g. 300 (the longest generation you let finish before a restart)")
+    errors += validate_routes(DEFAULT_ROUTES if routes is None else routes, host)
     return errors
 
 

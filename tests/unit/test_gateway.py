@@ -146,6 +146,20 @@ def test_validate_gateway_names_the_missing_group_and_bad_limits():
         "vllm_gateway_group", "vllm_gateway_max_body_bytes", "vllm_gateway_max_tokens", "vllm_gateway_drain_timeout"]
 
 
+def test_validate_routes_takes_only_known_inference_routes():
+    assert gateway.validate_routes(gateway.DEFAULT_ROUTES) == []
+    assert gateway.validate_routes(["/v1/completions", "/v1/responses", "/tokenize"]) == []
+    errors = gateway.validate_routes(["/v1/completions", "/metrics", "/v1/completions/", "/scale_elastic_ep"], host="gw")
+    assert [e.split(":")[1].strip() for e in errors] == ["vllm_gateway_routes[1]", "vllm_gateway_routes[2]", "vllm_gateway_routes[3]"]
+    assert all(e.startswith("gw: ") and "use one of /v1/completions" in e for e in errors)
+    for bad in ([], "/v1/completions", None):
+        errors = gateway.validate_routes(bad, host="gw")
+        assert len(errors) == 1 and errors[0].startswith("gw: vllm_gateway_routes: must be a non-empty list"), errors
+    ok = dict(enabled=True, group="vllm_gateway", groups={"vllm_gateway": ["gw"]}, keys=GOOD_KEYS,
+              max_body_bytes=262144, max_tokens=None, drain_timeout=300)
+    assert gateway.validate_gateway(**ok, routes=["/docs"], host="gw")[0].startswith("gw: vllm_gateway_routes[0]: '/docs'")
+
+
 def test_engine_key_mismatches_name_hosts_not_values():
     errors = gateway.engine_key_mismatches({"node1": "k1", "node2": "k2"}, "k1")
     assert len(errors) == 1 and errors[0].startswith("node2: vault_vllm_api_key differs")

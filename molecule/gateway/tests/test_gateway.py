@@ -103,6 +103,40 @@ def test_models_lists_the_fleets_served_names(gateway_url):
     assert sorted(m["id"] for m in body["data"]) == MODELS
 
 
+# What the engines serve besides inference (vLLM 0.32's /openapi.json: reference/environment.md), the
+# inference routes this gateway does not enable (vllm_gateway_routes: the default three), and the
+# enabled ones spelled as a client might to slip past an allowlist.
+NOT_ROUTES = [
+    "/metrics", "/tokenize", "/detokenize", "/docs", "/openapi.json", "/version", "/health", "/ping", "/load",
+    "/scale_elastic_ep", "/is_scaling_elastic_ep", "/kv_event_sources", "/invocations", "/generative_scoring",
+    "/v1/chat/completions/batch", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens", "/v1/systemone", "/",
+    "//v1/completions", "/v1//completions", "/v1/completions/", "/v1/./completions", "/v1/x/../completions",
+    "/v1/../metrics", "/%2e%2e/metrics", "/V1/completions", "/v1/%63ompletions", "/v1/completions%2f",
+    "/v1/completions;x", "/v1/chat%2fcompletions", "/v1/models/", "/v1/models/tiny-a",
+]
+
+
+def test_only_the_inference_routes_reach_an_engine(host, gateway_url):
+    """Every other path, however spelled, gets the gateway's own 404 (and a wrong method its 405) with a
+    valid key and a body naming a served model; no engine sees any of these requests."""
+    before = {name: s["total"] for name, s in servers(host).items()}
+    body = {"model": "tiny-a", "prompt": "Hello", "max_tokens": 1}
+    answers = {}
+    for path in NOT_ROUTES:
+        for method in ("POST", "GET"):
+            status, _, reply = call(gateway_url, path, body if method == "POST" else None, method=method)
+            answers[(method, path)] = (status, reply.get("error", {}).get("code"))
+    wrong = {k: v for k, v in answers.items() if v != (404, "route_not_found")}
+    assert not wrong, wrong
+    for method, path, allow in (("GET", "/v1/completions", "POST"), ("PUT", "/v1/chat/completions", "POST"),
+                                ("DELETE", "/v1/completions", "POST"), ("POST", "/v1/models", "GET")):
+        status, headers, reply = call(gateway_url, path, body if method != "GET" else None, method=method)
+        assert (status, reply["error"]["code"], headers["Allow"]) == (405, "method_not_allowed", allow), (method, path, reply)
+    assert {name: s["total"] for name, s in servers(host).items()} == before
+    status, _, reply = call(gateway_url, "/v1/completions", body)  # the route itself still answers
+    assert status == 200 and reply["usage"]["completion_tokens"] == 1
+
+
 def test_each_model_is_served_by_its_instances_on_both_nodes(host, gateway_url):
     before = {k: v for k, v in servers(host).items()}
     assert set(before) == {"model_tiny-a/mol-gw-node1__a", "model_tiny-a/mol-gw-node2__a",
