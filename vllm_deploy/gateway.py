@@ -197,7 +197,8 @@ def validate_routes(routes: Any, host: str = "") -> list[str]:
 
 
 def validate_gateway(*, enabled: bool, group: str, groups: dict[str, list[str]], keys: Any, max_body_bytes: Any,
-                     max_tokens: Any, drain_timeout: Any, host: str = "", routes: Any = None) -> list[str]:
+                     max_tokens: Any, drain_timeout: Any, host: str = "", routes: Any = None,
+                     max_n: Any = None) -> list[str]:
     """The gateway's own inputs: the group exists and has hosts, keys well formed, limits in range,
     the routes it forwards known inference routes."""
     if not enabled:
@@ -213,6 +214,9 @@ def validate_gateway(*, enabled: bool, group: str, groups: dict[str, list[str]],
                       "e.g. 262144 (each connection buffers this much twice)")
     if max_tokens is not None and (not _is_int(max_tokens) or max_tokens < 1):
         errors.append(f"{where}vllm_gateway_max_tokens: must be a whole number >= 1 or null (no cap), got {max_tokens!r} — e.g. 4096")
+    if max_n is not None and (not _is_int(max_n) or max_n < 1):
+        errors.append(f"{where}vllm_gateway_max_n: must be a whole number >= 1 or null (no cap), got {max_n!r} — "
+                      "e.g. 8 (completions one request may ask for with n or best_of)")
     if not _is_int(drain_timeout) or drain_timeout < 0:
         errors.append(f"{where}vllm_gateway_drain_timeout: must be whole seconds >= 0, got {drain_timeout!r} — "
                       "e.g. 300 (the longest generation you let finish before a restart)")

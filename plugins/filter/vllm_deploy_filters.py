@@ -552,8 +552,9 @@ def vllm_gateway_served_name_errors(vllm_models, host=""):
 
 
 @_filter
-def vllm_gateway_errors(keys, enabled, group, groups, max_body_bytes, max_tokens, drain_timeout, host="", routes=None):
-    """The gateway's inputs: its group, the keys and their limits, body and max_tokens limits, drain timeout, routes."""
+def vllm_gateway_errors(keys, enabled, group, groups, max_body_bytes, max_tokens, drain_timeout, host="", routes=None,
+                        max_n=None):
+    """The gateway's inputs: its group, the keys and their limits, body, max_tokens and n limits, drain timeout, routes."""
     from vllm_deploy import gateway
 
     _expect(keys, (list,), "vllm_gateway_keys")
@@ -561,7 +562,7 @@ def vllm_gateway_errors(keys, enabled, group, groups, max_body_bytes, max_tokens
     _expect(host, (str,), "host")
     return gateway.validate_gateway(enabled=bool(enabled), group=str(group), groups=dict(groups or {}), keys=keys,
                                     max_body_bytes=max_body_bytes, max_tokens=max_tokens,
-                                    drain_timeout=drain_timeout, host=str(host), routes=routes)
+                                    drain_timeout=drain_timeout, host=str(host), routes=routes, max_n=max_n)
 
 
 @_filter

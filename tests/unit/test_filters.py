@@ -77,3 +77,10 @@ def test_every_filter_the_roles_and_playbooks_call_is_registered():
     module = load_plugin()
     defined = {name for name, fn in vars(module).items() if name.startswith("vllm_") and inspect.isfunction(fn)}
     assert defined == set(FILTERS)
+
+
+def test_the_gateway_filter_passes_max_n_on_in_the_order_validate_yml_gives_it():
+    keys = [{"name": "team-a", "key": "k" * 24}]
+    errors = FILTERS["vllm_gateway_errors"](keys, True, "vllm_gateway", {"vllm_gateway": ["gw"]}, 262144, 4096, 300,
+                                            "gw", ["/v1/completions"], 0)
+    assert [e.split(":")[1].strip() for e in errors] == ["vllm_gateway_max_n"]

@@ -146,6 +146,18 @@ def test_validate_gateway_names_the_missing_group_and_bad_limits():
         "vllm_gateway_group", "vllm_gateway_max_body_bytes", "vllm_gateway_max_tokens", "vllm_gateway_drain_timeout"]
 
 
+@pytest.mark.parametrize("max_n, ok", [(None, True), (1, True), (8, True), (0, False), (-1, False), (2.5, False),
+                                        ("8", False), (True, False)])
+def test_validate_gateway_takes_a_whole_max_n_or_none(max_n, ok):
+    inputs = dict(enabled=True, group="vllm_gateway", groups={"vllm_gateway": ["gw"]}, keys=GOOD_KEYS,
+                  max_body_bytes=262144, max_tokens=4096, drain_timeout=300, host="gw")
+    errors = gateway.validate_gateway(**inputs, max_n=max_n)
+    if ok:
+        assert errors == []
+    else:
+        assert len(errors) == 1 and errors[0].startswith(f"gw: vllm_gateway_max_n: must be a whole number >= 1 or null (no cap), got {max_n!r}"), errors
+
+
 def test_validate_routes_takes_only_known_inference_routes():
     assert gateway.validate_routes(gateway.DEFAULT_ROUTES) == []
     assert gateway.validate_routes(["/v1/completions", "/v1/responses", "/tokenize"]) == []
