@@ -34,7 +34,7 @@ STAGING   := -i inventory/staging/hosts.yml
 help:  ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
-prereqs:  ## Check (as root on Debian/Ubuntu: install and start) Docker, debootstrap, Compose, python3-venv
+prereqs:  ## Check (as root on Debian/Ubuntu: install and start) Docker, debootstrap, Compose, python3-venv, haproxy, lua-cjson
 	@bash scripts/prereqs.sh
 
 $(VENV)/.installed: requirements.txt pyproject.toml
