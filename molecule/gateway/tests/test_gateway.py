@@ -218,6 +218,19 @@ def test_max_tokens_above_the_cap_gets_400_json(gateway_url):
     assert call(gateway_url, "/v1/completions", {"model": "tiny-a", "prompt": "x", "max_tokens": 64})[0] == 200
 
 
+def test_the_cap_holds_for_the_spelling_the_engine_reads(gateway_url):
+    """The deployed Lua body reader with Debian's lua-cjson (the unit test covers every spelling)."""
+    for raw in (b'{"model": "tiny-a", "prompt": "x", "max_tokens": 1e2}',
+                b'{"model": "tiny-a", "prompt": "x", "max_tokens": 1, "max_tok\\u0065ns": 65}'):
+        status, _, body = call(gateway_url, "/v1/completions", raw=raw)
+        assert (status, body["error"]["code"]) == (400, "max_tokens_too_large"), raw
+    status, _, body = call(gateway_url, "/v1/completions", raw=b'{"model": "tiny-a", "prompt": "x", "n": 9}')
+    assert (status, body["error"]["code"]) == (400, "n_too_large")
+    # The engine reads the last of two `model` keys, and so does the gateway's routing.
+    status, _, body = call(gateway_url, "/v1/completions", raw=b'{"model": "nobody", "model": "tiny-b", "prompt": "x", "max_tokens": 1}')
+    assert status == 200 and body["model"] == "tiny-b"
+
+
 def test_a_loopback_engine_is_not_reachable_from_the_other_node(host, node2):
     node1_address = host.check_output("hostname -I").split()[0]
     assert host.socket("tcp://127.0.0.1:8000").is_listening

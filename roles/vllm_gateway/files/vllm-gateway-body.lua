@@ -1,0 +1,94 @@
+-- Managed by vllm-deploy (role vllm_gateway): reads the request body once, as the engine will.
+--
+-- HAProxy's json_query is not a JSON parser: it reads the first of two `model` or `max_tokens` keys
+-- where the engine (Python's json) reads the last, and misses "max_tok\u0065ns", 1e5 and " 1e5 ".
+-- cjson decodes the body as Python's json does (duplicate keys: the last wins; escapes decoded;
+-- numbers in any notation), and this action sets, for haproxy.cfg:
+--   txn.model    the `model` the engine will serve (a string), routed through models.map
+--   txn.refusal  why the body is refused, one of: invalid_json, not_object, invalid_number,
+--                max_tokens_too_large, n_too_large (unset: the body may go to an engine)
+-- Arguments: the max_tokens cap and the n / best_of cap, 0 for none.
+local cjson = require("cjson")
+
+-- NaN, Infinity, hex and leading zeros are not JSON: refused rather than read one way here and
+-- another (or not at all) by the engine.
+cjson.decode_invalid_numbers(false)
+
+-- Engine parameters the gateway caps (max_output_tokens: the Responses API's), each read as the
+-- engine's pydantic reads an int.
+local TOKENS = { "max_tokens", "max_completion_tokens", "max_output_tokens" }
+local FAN_OUT = { "n", "best_of" }
+
+-- A number, a numeric string ("100000", " 1e5 ", "100_000": pydantic takes these), true/false
+-- (pydantic's 1/0) or null/absent (nil). Anything else (a word, "0x10", fullwidth digits, a list)
+-- is `false`: the gateway cannot say what the engine would read, so it refuses.
+local function as_number(value)
+    local kind = type(value)
+    if value == nil or value == cjson.null or kind == "boolean" then
+        return nil
+    end
+    if kind == "number" then
+        return value
+    end
+    if kind == "string" then
+        local text = value:match("^%s*(.-)%s*$"):gsub("(%d)_(%d)", "%1%2"):gsub("(%d)_(%d)", "%1%2")
+        if text:match("^[+-]?%d+%.?%d*$") or text:match("^[+-]?%d*%.?%d+[eE][+-]?%d+$")
+            or text:match("^[+-]?%d+%.?%d*[eE][+-]?%d+$") then
+            return tonumber(text)
+        end
+    end
+    return false
+end
+
+-- The first of `names` whose value is above `cap` (or not a number), and the refusal it earns.
+local function over_cap(body, names, cap, refusal)
+    for _, name in ipairs(names) do
+        local number = as_number(body[name])
+        if number == false then
+            return "invalid_number"
+        end
+        -- NaN compares false with everything: a body cannot carry one (decode_invalid_numbers).
+        if number and cap > 0 and number > cap then
+            return refusal
+        end
+    end
+    return nil
+end
+
+-- Whether a string literal of `raw` (JSON that cjson decoded) holds a raw control character: cjson
+-- takes one, Python's json (strict) does not. With the escapes gone, every string without one is
+-- `"[^"\1-\31]*"`: removing those leaves a quote only where a string holds a control character.
+local function control_in_string(raw)
+    local unescaped = raw:gsub("\\.", "")
+    return unescaped:gsub('"[^"\1-\31]*"', ""):find('"', 1, true) ~= nil
+end
+
+local function read_body(txn, max_tokens, max_n)
+    local raw = txn.f:req_body() or ""
+    -- What cjson takes and Python's json refuses: a NUL (cjson stops there as at the end of the
+    -- text), bytes that are not UTF-8 (cjson does not look), a raw control character in a string.
+    if raw:find("\0", 1, true) or not utf8.len(raw) then
+        return txn:set_var("txn.refusal", "invalid_json")
+    end
+    local ok, body = pcall(cjson.decode, raw)
+    -- Most bodies have no control byte at all: no string to walk.
+    if not ok or (raw:find("[\1-\31]") and control_in_string(raw)) then
+        return txn:set_var("txn.refusal", "invalid_json")
+    end
+    -- cjson decodes an array to a table too: only an object starts with '{'.
+    if type(body) ~= "table" or not raw:match("^[ \t\r\n]*{") then
+        return txn:set_var("txn.refusal", "not_object")
+    end
+    if type(body.model) == "string" then
+        -- HAProxy's map lookup stops at a NUL ("tiny-a\u0000" would route as tiny-a): no served name
+        -- has a backslash, so the spelled-out NUL finds no backend.
+        txn:set_var("txn.model", (body.model:gsub("%z", "\\0")))
+    end
+    local refusal = over_cap(body, TOKENS, tonumber(max_tokens) or 0, "max_tokens_too_large")
+        or over_cap(body, FAN_OUT, tonumber(max_n) or 0, "n_too_large")
+    if refusal then
+        txn:set_var("txn.refusal", refusal)
+    end
+end
+
+core.register_action("vllm_gateway_body", { "http-req" }, read_body, 2)
