@@ -50,13 +50,25 @@ class EngineHandler(BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         if self.headers.get("Host") != "vllm-gateway":  # the gateway's completion check sets this Host
             self.server.received.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
-        answer = json.dumps({
+        try:
+            request = json.loads(body)
+        except ValueError:
+            request = None
+        request = request if isinstance(request, dict) else {}
+        tokens = request.get("max_tokens") if type(request.get("max_tokens")) is int else 3
+        completion = {
             "id": "cmpl-test", "object": "text_completion", "created": 0, "model": self.server.name,
             "choices": [{"index": 0, "text": f"hello from {self.server.name}", "logprobs": None, "finish_reason": "length"}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 3, "total_tokens": 4},
-        }).encode()
+            "usage": {"prompt_tokens": 1, "completion_tokens": tokens, "total_tokens": tokens + 1},
+        }
+        if request.get("stream") is True:  # one event with all of it, the usage chunk, [DONE]
+            events = [json.dumps({**completion, "usage": None}), json.dumps({**completion, "choices": []}), "[DONE]"]
+            answer = "".join(f"data: {event}\n\n" for event in events).encode()
+            kind = "text/event-stream"
+        else:
+            answer, kind = json.dumps(completion).encode(), "application/json"
         self.send_response(200)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(answer)))
         self.end_headers()
         try:

@@ -246,3 +246,24 @@ def test_min_version_tls_1_3_refuses_tls_1_2(tmp_path):
         rc, output = s_client(gw, "-tls1_3")
         assert rc == 0 and negotiated(output)[0] == "TLSv1.3", output
         assert https(gw)[:1] == (200,) and https(gw)[2] == "TLSv1.3"
+
+
+def test_loadgen_loads_a_tls_gateway_with_cacert(tls_gateway, capsys):
+    import importlib.util
+
+    from conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("loadgen", REPO / "scripts" / "loadgen.py")
+    loadgen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loadgen)
+    before = received(tls_gateway)
+    common = ["--url", f"https://127.0.0.1:{tls_gateway['port']}", "--key", CLIENT_KEY, "--models", "tiny-a",
+              "--requests", "4", "--concurrency", "2", "--max-tokens", "5", "--json"]
+    assert loadgen.main([*common, "--cacert", tls_gateway["ca"]]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert (result["complete"], result["stream"], result["non_stream"]) == (4, 2, 2), result
+    assert received(tls_gateway) == before + 4
+    # Without the CA nothing is sent: the certificate is refused before the key leaves.
+    assert loadgen.main(common) == 1
+    assert json.loads(capsys.readouterr().out)["outcomes"] == {"error_SSLCertVerificationError": 4}
+    assert received(tls_gateway) == before + 4
