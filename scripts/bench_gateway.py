@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import ssl
 import statistics
 import sys
 import time
@@ -32,22 +33,27 @@ def load_staging(inv: Path) -> dict:
     group = yaml.safe_load((inv / "group_vars/gpu-nodes/vllm.yml").read_text())
     engine_key = yaml.safe_load((inv / "group_vars/gpu-nodes/vault.yml").read_text())["vault_vllm_api_key"]
     gw_vault = yaml.safe_load((inv / "group_vars/vllm_gateway/vault.yml").read_text())
+    gw_vars = yaml.safe_load((inv / "group_vars/vllm_gateway/gateway.yml").read_text()) or {}
+    # With vllm_gateway_tls the gateway speaks https, its certificate signed by the role's CA (default
+    # directory; its certificate names 127.0.0.1, the address the published port is reached at).
+    tls = ssl.create_default_context(cafile=str(inv / ".vllm-gateway-ca" / "ca.crt")) if gw_vars.get("vllm_gateway_tls") else None
     return {
         "model": next(iter(group["vllm_models"].values()))["served_name"],
         # the gateway balances over every node's engine: going direct takes them in turn, so both paths
         # meet the same engines
-        "direct": [("127.0.0.1", hv["staging_published_port"], engine_key) for hv in nodes.values()],
-        "gateway": [("127.0.0.1", nodes[gateway_host]["staging_gateway_published_port"], gw_vault["vault_gateway_key_staging"])],
+        "direct": [("127.0.0.1", hv["staging_published_port"], engine_key, None) for hv in nodes.values()],
+        "gateway": [("127.0.0.1", nodes[gateway_host]["staging_gateway_published_port"], gw_vault["vault_gateway_key_staging"], tls)],
     }
 
 
 def completion(targets, i, model, max_tokens, stream):
     """(seconds, tokens) of request number i (targets taken in turn); raises on anything but a complete answer."""
-    host, port, key = targets[i % len(targets)]
+    host, port, key, tls = targets[i % len(targets)]
     body = json.dumps({"model": model, "prompt": "Benchmark the gateway", "max_tokens": max_tokens,
                        "temperature": 0, "ignore_eos": True, "stream": stream})
     start = time.perf_counter()
-    conn = http.client.HTTPConnection(host, port, timeout=300)
+    conn = (http.client.HTTPSConnection(host, port, timeout=300, context=tls) if tls
+            else http.client.HTTPConnection(host, port, timeout=300))
     try:
         conn.request("POST", "/v1/completions", body=body,
                      headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})

@@ -3,6 +3,7 @@
 
     python3 scripts/loadgen.py --url http://HOST:8080 --key KEY --models tiny-a,tiny-b \
         --requests 200 --concurrency 4 [--pause 0.1] [--stop-file PATH] [--json]
+    python3 scripts/loadgen.py --url https://HOST:8080 --cacert inventory/prod/.vllm-gateway-ca/ca.crt ...
 
 Sends at most --requests completions from --concurrency clients, streaming and non-streaming
 alternately, and counts the *complete* responses: a stream that ends with `data: [DONE]`, a
@@ -21,6 +22,7 @@ import argparse
 import http.client
 import json
 import os
+import ssl
 import sys
 import threading
 import time
@@ -28,13 +30,18 @@ import urllib.parse
 from collections import Counter
 
 
-def one_request(url: urllib.parse.SplitResult, key: str, model: str, stream: bool, max_tokens: int, timeout: float) -> str:
+def one_request(url: urllib.parse.SplitResult, key: str, model: str, stream: bool, max_tokens: int, timeout: float,
+                context: ssl.SSLContext | None = None) -> str:
     """'complete' or the reason it was not (status, cut-off stream, short answer, error). No retry:
-    a request that fails once is counted as failed."""
+    a request that fails once is counted as failed. An https URL goes through TLS verified with `context`."""
     body = json.dumps({"model": model, "prompt": "The gateway test says", "max_tokens": max_tokens,
                        "temperature": 0, "ignore_eos": True, "stream": stream,
                        **({"stream_options": {"include_usage": True}} if stream else {})})
-    conn = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=timeout)
+    if url.scheme == "https":
+        conn = http.client.HTTPSConnection(url.hostname, url.port or 443, timeout=timeout,
+                                           context=context or ssl.create_default_context())
+    else:
+        conn = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=timeout)
     try:
         conn.request("POST", "/v1/completions", body=body,
                      headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
@@ -71,6 +78,8 @@ def one_request(url: urllib.parse.SplitResult, key: str, model: str, stream: boo
 
 def run(args: argparse.Namespace) -> dict:
     url = urllib.parse.urlsplit(args.url)
+    # One context for every client: the gateway's CA (--cacert), or the system's trust store.
+    context = ssl.create_default_context(cafile=args.cacert or None) if url.scheme == "https" else None
     models = [m for m in args.models.split(",") if m]
     lock = threading.Lock()
     next_index = [0]
@@ -89,7 +98,8 @@ def run(args: argparse.Namespace) -> dict:
     def client() -> None:
         while (i := take()) is not None:
             stream = i % 2 == 0
-            outcome = one_request(url, args.key, models[(i // 2) % len(models)], stream, args.max_tokens, args.timeout)
+            outcome = one_request(url, args.key, models[(i // 2) % len(models)], stream, args.max_tokens, args.timeout,
+                                  context)
             with lock:
                 outcomes[outcome] += 1
                 kinds["stream" if stream else "non_stream"] += 1
@@ -114,7 +124,9 @@ def run(args: argparse.Namespace) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--url", required=True, help="the endpoint, e.g. http://10.0.0.1:8080")
+    ap.add_argument("--url", required=True, help="the endpoint, e.g. http://10.0.0.1:8080 or https://10.0.0.1:8080")
+    ap.add_argument("--cacert", default="", help="with an https URL: the CA that signed the gateway's certificate "
+                    "(the role's generated ca.crt); default the system's trust store")
     ap.add_argument("--key", required=True)
     ap.add_argument("--models", required=True, help="comma-separated served names, used in turn")
     ap.add_argument("--requests", type=int, default=200, help="the most requests sent")
@@ -128,6 +140,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.concurrency < 1 or args.requests < 1:
         ap.error("--requests and --concurrency must be at least 1")
+    if urllib.parse.urlsplit(args.url).scheme not in ("http", "https"):
+        ap.error("--url must start with http:// or https://")
+    if args.cacert and urllib.parse.urlsplit(args.url).scheme != "https":
+        ap.error("--cacert needs an https:// URL")
+    if args.cacert and not os.path.isfile(args.cacert):
+        ap.error(f"--cacert {args.cacert}: no such file")
     result = run(args)
     if args.json:
         print(json.dumps(result))

@@ -13,9 +13,13 @@ served = next(iter(group["vllm_models"].values())).get("served_name")
 engine_key = yaml.safe_load((inv / "group_vars/gpu-nodes/vault.yml").read_text())["vault_vllm_api_key"]
 gateway_key = yaml.safe_load((inv / "group_vars/vllm_gateway/vault.yml").read_text())["vault_gateway_key_staging"]
 gateway_port = hosts[next(iter(children["vllm_gateway"]["hosts"]))]["staging_gateway_published_port"]
+# With vllm_gateway_tls: https, trusting the role's CA in its default directory beside the inventory.
+gateway_vars = yaml.safe_load((inv / "group_vars/vllm_gateway/gateway.yml").read_text()) or {}
+ca = inv / ".vllm-gateway-ca" / "ca.crt"
+scheme, ca_note, cacert = ("https", f", CA {ca}", f" --cacert {ca}") if gateway_vars.get("vllm_gateway_tls") else ("http", "", "")
 print(f"""
 Staging serves the fleet through one URL:
-  gateway: http://127.0.0.1:{gateway_port}/v1  (model {served}, key {gateway_key})
+  gateway: {scheme}://127.0.0.1:{gateway_port}/v1  (model {served}, key {gateway_key}{ca_note})
 Each engine straight (its own key, for debugging):""")
 for name, hv in hosts.items():
     print(f"  {name}: http://127.0.0.1:{hv['staging_published_port']}/v1  (key {engine_key})")
@@ -23,7 +27,7 @@ for name in (children.get("vllm_monitoring") or {}).get("hosts") or {}:
     print(f"  Prometheus (alerts, targets): http://127.0.0.1:{hosts[name]['staging_prometheus_published_port']}/alerts  ({name})")
 print(f"""
 Try it:
-  curl -s http://127.0.0.1:{gateway_port}/v1/completions -H 'Authorization: Bearer {gateway_key}' \\
+  curl -s{cacert} {scheme}://127.0.0.1:{gateway_port}/v1/completions -H 'Authorization: Bearer {gateway_key}' \\
        -H 'Content-Type: application/json' -d '{{"model": "{served}", "prompt": "Hello", "max_tokens": 8}}'
 (throwaway staging keys from inventory/staging/group_vars/*/vault.yml)
 Remove it all with: make staging-down

@@ -8,6 +8,7 @@ what these return and nothing else:
     models_list(table)                  -> the body of GET /v1/models
     key_table(keys)                     -> [{name, key, rate_per_s, concurrent}] (0 = no limit)
     INFERENCE_ROUTES                    -> the routes the gateway may forward (vllm_gateway_routes)
+    tls_names(hosts, extra)             -> the subject alternative names of the gateway's certificate
     validate_*(...)                     -> one line per problem: host, variable, problem, fix
 
 `fleet` is {host: {"instances": [records], "address": "10.0.0.5"}}: the address is where the gateway
@@ -17,6 +18,7 @@ reaches an engine bound to 0.0.0.0 or :: on that host.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import re
 from typing import Any
 
@@ -46,6 +48,14 @@ INFERENCE_ROUTES = {
     "/tokenize": "tokenize a prompt",
 }
 DEFAULT_ROUTES = ["/v1/completions", "/v1/chat/completions", "/v1/embeddings"]
+# TLS at the gateway: the versions a client may be held to, and what a certificate and key look like
+# in the vault (PEM; the key never appears in a message).
+TLS_MIN_VERSIONS = ("TLSv1.2", "TLSv1.3")
+_PEM_CERT = re.compile(r"-----BEGIN CERTIFICATE-----[A-Za-z0-9+/=\s]+-----END CERTIFICATE-----")
+_PEM_KEY = re.compile(r"-----BEGIN ((RSA|EC|ENCRYPTED) )?PRIVATE KEY-----[A-Za-z0-9+/=\s]+-----END ((RSA|EC|ENCRYPTED) )?PRIVATE KEY-----")
+_DNS_NAME = re.compile(r"^(\*\.)?([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$")
+# An OpenSSL cipher list / TLS 1.3 suite list goes on HAProxy's bind line as one word.
+_CIPHER_LIST = re.compile(r"^[A-Za-z0-9_+!:@=.-]{1,2048}$")
 
 
 def haproxy_name(text: str) -> str:
@@ -196,11 +206,108 @@ def validate_routes(routes: Any, host: str = "") -> list[str]:
     return errors
 
 
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def tls_names(hosts: list[dict[str, Any]], extra: list[str] | None = None) -> list[str]:
+    """The subject alternative names of the gateway's generated certificate, as community.crypto's
+    openssl_csr takes them ("DNS:gw1", "IP:10.0.0.5"): each gateway host's inventory name, ansible_host,
+    FQDN and addresses, the address its own check uses (`local`: the handler verifies the certificate
+    too), and vllm_gateway_tls_names. `hosts` is [{name, ansible_host, fqdn, addresses, local}], any
+    field absent or empty. Sorted and without duplicates, so the same inventory gives the same
+    certificate on every run."""
+    seen: set[str] = set()
+    for entry in hosts:
+        values = [entry.get("name"), entry.get("ansible_host"), entry.get("fqdn"), entry.get("local"),
+                  *(entry.get("addresses") or [])]
+        for value in values:
+            if isinstance(value, str) and value and value not in ("0.0.0.0", "::"):
+                seen.add(value)
+    seen.update(n for n in (extra or []) if isinstance(n, str) and n)
+    out = []
+    for value in seen:
+        if _is_ip(value):
+            out.append(f"IP:{ipaddress.ip_address(value)}")
+        elif _DNS_NAME.match(value):
+            out.append(f"DNS:{value.rstrip('.')}")
+    return sorted(set(out))
+
+
+def validate_tls(*, enabled: Any, cert: Any, key: Any, min_version: Any, ciphers: Any, ciphersuites: Any,
+                 names: Any, ca_dir: Any, redirect_port: Any, port: Any, metrics_port: Any = None,
+                 host: str = "") -> list[str]:
+    """TLS at the gateway (vllm_gateway_tls and its companions): a certificate with its key or the
+    generated CA, a version and cipher lists HAProxy takes, names a certificate can hold, and a plain-HTTP
+    redirect port of its own. Never quotes a key or a certificate."""
+    where = f"{host}: " if host else ""
+    errors: list[str] = []
+    if not isinstance(enabled, bool):
+        return [f"{where}vllm_gateway_tls: must be true or false, got {enabled!r} — true serves HTTPS on vllm_gateway_port"]
+    if redirect_port is not None:
+        if not _is_int(redirect_port) or not 1 <= redirect_port <= 65535:
+            errors.append(f"{where}vllm_gateway_http_redirect_port: must be a port 1-65535 or null, got {redirect_port!r} — "
+                          "e.g. 80 (plain HTTP there answers 308 to https)")
+        elif not enabled:
+            errors.append(f"{where}vllm_gateway_http_redirect_port: set to {redirect_port} but vllm_gateway_tls is false, so "
+                          "there is no https to redirect to — set vllm_gateway_tls: true, or the port to null")
+        elif redirect_port == port:
+            errors.append(f"{where}vllm_gateway_http_redirect_port: {redirect_port} is vllm_gateway_port, where TLS is served — "
+                          "give the plain-HTTP redirect a port of its own (e.g. 80), or null")
+        elif redirect_port == metrics_port:
+            errors.append(f"{where}vllm_gateway_http_redirect_port: {redirect_port} is vllm_gateway_metrics_port — "
+                          "give the plain-HTTP redirect a port of its own (e.g. 80), or null")
+    if not enabled:
+        return errors
+    cert_given = cert not in (None, "")
+    key_given = key not in (None, "")
+    if cert_given and not key_given:
+        errors.append(f"{where}vllm_gateway_tls_key: empty while vllm_gateway_tls_cert is set — give the certificate's "
+                      "private key from the vault (PEM), or leave both empty for the generated CA")
+    elif key_given and not cert_given:
+        errors.append(f"{where}vllm_gateway_tls_cert: empty while vllm_gateway_tls_key is set — give the certificate "
+                      "(PEM, server certificate first, then any intermediates) from the vault, or leave both empty for the generated CA")
+    if cert_given and (not isinstance(cert, str) or not _PEM_CERT.search(cert)):
+        errors.append(f"{where}vllm_gateway_tls_cert: not a PEM certificate (-----BEGIN CERTIFICATE-----) — "
+                      "put the server certificate's PEM text in the vault and reference it here")
+    if key_given:
+        if isinstance(key, str) and "ENCRYPTED" in key:
+            errors.append(f"{where}vllm_gateway_tls_key: the key is protected by a passphrase, which HAProxy cannot ask for "
+                          "at start — store it decrypted in the vault (openssl pkey -in KEY -out PLAIN)")
+        elif not isinstance(key, str) or not _PEM_KEY.search(key):
+            errors.append(f"{where}vllm_gateway_tls_key: not a PEM private key (-----BEGIN PRIVATE KEY-----) — "
+                          "put the key's PEM text in the vault and reference it here")
+    if not cert_given and not key_given and (not isinstance(ca_dir, str) or not ca_dir.strip()):
+        errors.append(f"{where}vllm_gateway_tls_ca_dir: empty, and no vllm_gateway_tls_cert is given — "
+                      "name a directory on the controller for the generated CA (default: .vllm-gateway-ca in the inventory directory)")
+    if min_version not in TLS_MIN_VERSIONS:
+        errors.append(f"{where}vllm_gateway_tls_min_version: {min_version!r} is not offered — use TLSv1.2 (default) or "
+                      "TLSv1.3; TLS 1.0 and 1.1 are not allowed")
+    for var, value, example in (("vllm_gateway_tls_ciphers", ciphers, "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256"),
+                                ("vllm_gateway_tls_ciphersuites", ciphersuites, "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384")):
+        if not isinstance(value, str) or not _CIPHER_LIST.match(value):
+            errors.append(f"{where}{var}: must be one OpenSSL list, names joined by ':' without spaces, got {value!r} — "
+                          f"e.g. {example} (the role's default is Mozilla's intermediate profile)")
+    if not isinstance(names, list):
+        errors.append(f"{where}vllm_gateway_tls_names: must be a list of DNS names or IP addresses, got {names!r} — "
+                      "e.g. [llm.example.internal, 10.0.0.10]")
+    else:
+        for i, name in enumerate(names):
+            if not isinstance(name, str) or not (_is_ip(name) or _DNS_NAME.match(name)):
+                errors.append(f"{where}vllm_gateway_tls_names[{i}]: {name!r} is neither a DNS name nor an IP address — "
+                              "give the name or address clients use to reach the gateway (e.g. llm.example.internal)")
+    return errors
+
+
 def validate_gateway(*, enabled: bool, group: str, groups: dict[str, list[str]], keys: Any, max_body_bytes: Any,
                      max_tokens: Any, drain_timeout: Any, host: str = "", routes: Any = None,
-                     max_n: Any = None) -> list[str]:
+                     max_n: Any = None, tls: dict[str, Any] | None = None) -> list[str]:
     """The gateway's own inputs: the group exists and has hosts, keys well formed, limits in range,
-    the routes it forwards known inference routes."""
+    the routes it forwards known inference routes, TLS (`tls`: validate_tls's inputs) consistent."""
     if not enabled:
         return []
     where = f"{host}: " if host else ""
@@ -221,6 +328,8 @@ def validate_gateway(*, enabled: bool, group: str, groups: dict[str, list[str]],
         errors.append(f"{where}vllm_gateway_drain_timeout: must be whole seconds >= 0, got {drain_timeout!r} — "
                       "e.g. 300 (the longest generation you let finish before a restart)")
     errors += validate_routes(DEFAULT_ROUTES if routes is None else routes, host)
+    if tls is not None:
+        errors += validate_tls(**tls, host=host)
     return errors
 
 

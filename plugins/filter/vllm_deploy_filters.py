@@ -553,16 +553,39 @@ def vllm_gateway_served_name_errors(vllm_models, host=""):
 
 @_filter
 def vllm_gateway_errors(keys, enabled, group, groups, max_body_bytes, max_tokens, drain_timeout, host="", routes=None,
-                        max_n=None):
-    """The gateway's inputs: its group, the keys and their limits, body, max_tokens and n limits, drain timeout, routes."""
+                        max_n=None, tls=None):
+    """The gateway's inputs: its group, the keys and their limits, body, max_tokens and n limits, drain timeout, routes,
+    and TLS (`tls`: {enabled, cert, key, min_version, ciphers, ciphersuites, names, ca_dir, redirect_port, port,
+    metrics_port}, gateway.validate_tls's inputs)."""
     from vllm_deploy import gateway
 
     _expect(keys, (list,), "vllm_gateway_keys")
     _expect(groups, (dict,), "groups")
     _expect(host, (str,), "host")
+    _expect(tls, (dict,), "the gateway's TLS inputs")
     return gateway.validate_gateway(enabled=bool(enabled), group=str(group), groups=dict(groups or {}), keys=keys,
                                     max_body_bytes=max_body_bytes, max_tokens=max_tokens,
-                                    drain_timeout=drain_timeout, host=str(host), routes=routes, max_n=max_n)
+                                    drain_timeout=drain_timeout, host=str(host), routes=routes, max_n=max_n,
+                                    tls=_plain(tls) if tls is not None else None)
+
+
+@_filter
+def vllm_gateway_tls_names(hostvars, hosts, extra=None):
+    """The subject alternative names of the gateway's generated certificate: every gateway host's inventory
+    name, ansible_host, FQDN and default addresses (from facts, where gathered), its vllm_gateway_bind
+    unless a wildcard, plus `extra` (vllm_gateway_tls_names and the address the role's own check uses)."""
+    from vllm_deploy import gateway
+
+    _expect(hosts, (list,), "the gateway hosts")
+    _expect(extra, (list,), "vllm_gateway_tls_names")
+    entries = []
+    for host in hosts:
+        facts = _hostvar(hostvars, host, "ansible_facts", {}) or {}
+        addresses = [(facts.get(k) or {}).get("address") for k in ("default_ipv4", "default_ipv6")]
+        entries.append({"name": str(host), "ansible_host": _hostvar(hostvars, host, "ansible_host"),
+                        "fqdn": facts.get("fqdn"), "addresses": [a for a in addresses if a],
+                        "local": _hostvar(hostvars, host, "vllm_gateway_bind")})
+    return gateway.tls_names(_plain(entries), _plain(extra or []))
 
 
 @_filter

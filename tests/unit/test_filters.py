@@ -84,3 +84,22 @@ def test_the_gateway_filter_passes_max_n_on_in_the_order_validate_yml_gives_it()
     errors = FILTERS["vllm_gateway_errors"](keys, True, "vllm_gateway", {"vllm_gateway": ["gw"]}, 262144, 4096, 300,
                                             "gw", ["/v1/completions"], 0)
     assert [e.split(":")[1].strip() for e in errors] == ["vllm_gateway_max_n"]
+
+
+def test_the_gateway_filter_passes_the_tls_inputs_on():
+    keys = [{"name": "team-a", "key": "k" * 24}]
+    tls = {"enabled": True, "cert": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----", "key": "",
+           "min_version": "TLSv1.2", "ciphers": "ECDHE-RSA-AES128-GCM-SHA256", "ciphersuites": "TLS_AES_128_GCM_SHA256",
+           "names": [], "ca_dir": "/inv/.ca", "redirect_port": 8080, "port": 8080, "metrics_port": 8405}
+    errors = FILTERS["vllm_gateway_errors"](keys, True, "vllm_gateway", {"vllm_gateway": ["gw"]}, 262144, 4096, 300,
+                                            "gw", ["/v1/completions"], 8, tls=tls)
+    assert [e.split(":")[1].strip() for e in errors] == ["vllm_gateway_http_redirect_port", "vllm_gateway_tls_key"]
+
+
+def test_the_tls_names_filter_reads_each_gateway_host():
+    hostvars = {"gw1": {"ansible_host": "gw1.example.internal", "vllm_gateway_bind": "0.0.0.0",
+                        "ansible_facts": {"fqdn": "gw1.example.internal", "default_ipv4": {"address": "10.0.0.11"}}},
+                "gw2": {"vllm_gateway_bind": "10.0.0.12"}}
+    assert FILTERS["vllm_gateway_tls_names"](hostvars, ["gw1", "gw2"], ["llm.example.internal", "127.0.0.1"]) == [
+        "DNS:gw1", "DNS:gw1.example.internal", "DNS:gw2", "DNS:llm.example.internal", "IP:10.0.0.11", "IP:10.0.0.12",
+        "IP:127.0.0.1"]

@@ -206,3 +206,76 @@ def test_a_rebuilt_rank_host_drains_the_multinode_instance_it_is_part_of():
     records = gateway.node_records([], models, entries, "gpu2")
     assert [r["name"] for r in records] == ["big"]
     assert gateway.server_ref(records[0], "gpu2").endswith("/gpu1__big")
+
+
+# TLS at the gateway (issue 23, item 1). Stand-ins shaped like PEM: the checks read the armour, never show it.
+PEM_CERT = "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIU\n-----END CERTIFICATE-----\n"
+PEM_KEY = "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEG\n-----END PRIVATE KEY-----\n"
+TLS_OK = dict(enabled=True, cert="", key="", min_version="TLSv1.2",
+              ciphers="ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256",
+              ciphersuites="TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384", names=[], ca_dir="/inv/.vllm-gateway-ca",
+              redirect_port=None, port=8443, metrics_port=8405)
+
+
+@pytest.mark.parametrize("change, variable, words", [
+    ({}, None, None),
+    ({"cert": PEM_CERT, "key": PEM_KEY}, None, None),
+    ({"enabled": False, "ca_dir": ""}, None, None),
+    ({"redirect_port": 80, "names": ["llm.example.internal", "10.0.0.10", "*.gw.example", "::1"]}, None, None),
+    ({"min_version": "TLSv1.3"}, None, None),
+    ({"enabled": "yes"}, "vllm_gateway_tls", "true or false"),
+    ({"cert": PEM_CERT}, "vllm_gateway_tls_key", "empty while vllm_gateway_tls_cert is set"),
+    ({"key": PEM_KEY}, "vllm_gateway_tls_cert", "empty while vllm_gateway_tls_key is set"),
+    ({"cert": "MIIB...", "key": PEM_KEY}, "vllm_gateway_tls_cert", "not a PEM certificate"),
+    ({"cert": PEM_CERT, "key": "secret-key-text"}, "vllm_gateway_tls_key", "not a PEM private key"),
+    ({"cert": PEM_CERT, "key": PEM_KEY.replace("PRIVATE", "ENCRYPTED PRIVATE")}, "vllm_gateway_tls_key", "passphrase"),
+    ({"ca_dir": ""}, "vllm_gateway_tls_ca_dir", "generated CA"),
+    ({"min_version": "TLSv1.1"}, "vllm_gateway_tls_min_version", "TLSv1.2 (default) or TLSv1.3"),
+    ({"min_version": "1.2"}, "vllm_gateway_tls_min_version", "not offered"),
+    ({"ciphers": "ECDHE-RSA-AES128-GCM-SHA256 AES128-SHA"}, "vllm_gateway_tls_ciphers", "without spaces"),
+    ({"ciphersuites": ""}, "vllm_gateway_tls_ciphersuites", "one OpenSSL list"),
+    ({"names": "llm.example.internal"}, "vllm_gateway_tls_names", "must be a list"),
+    ({"names": ["llm example"]}, "vllm_gateway_tls_names[0]", "neither a DNS name nor an IP address"),
+    ({"redirect_port": 8443}, "vllm_gateway_http_redirect_port", "is vllm_gateway_port"),
+    ({"redirect_port": 8405}, "vllm_gateway_http_redirect_port", "is vllm_gateway_metrics_port"),
+    ({"redirect_port": 70000}, "vllm_gateway_http_redirect_port", "a port 1-65535 or null"),
+    ({"redirect_port": "80"}, "vllm_gateway_http_redirect_port", "a port 1-65535 or null"),
+    ({"enabled": False, "redirect_port": 80}, "vllm_gateway_http_redirect_port", "no https to redirect to"),
+])
+def test_validate_tls_names_host_variable_and_fix(change, variable, words):
+    errors = gateway.validate_tls(**{**TLS_OK, **change}, host="gw")
+    if variable is None:
+        assert errors == []
+        return
+    assert len(errors) == 1, errors
+    assert errors[0].startswith(f"gw: {variable}: ") and words in errors[0] and " — " in errors[0], errors
+
+
+def test_tls_errors_never_quote_the_certificate_or_key():
+    secret = "-----BEGIN PRIVATE KEY-----\nTOPSECRETKEYMATERIAL\n-----END PRIVATE KEY-----"
+    for change in ({"cert": "TOPSECRETKEYMATERIAL", "key": secret}, {"cert": PEM_CERT, "key": "TOPSECRETKEYMATERIAL"},
+                   {"key": secret}, {"cert": PEM_CERT, "key": secret.replace("PRIVATE", "ENCRYPTED PRIVATE")}):
+        errors = gateway.validate_tls(**{**TLS_OK, **change}, host="gw")
+        assert errors and not any("TOPSECRET" in e for e in errors), errors
+
+
+def test_validate_gateway_checks_tls_only_where_given():
+    ok = dict(enabled=True, group="vllm_gateway", groups={"vllm_gateway": ["gw"]}, keys=GOOD_KEYS,
+              max_body_bytes=262144, max_tokens=None, drain_timeout=300, host="gw")
+    assert gateway.validate_gateway(**ok) == []
+    assert gateway.validate_gateway(**ok, tls=TLS_OK) == []
+    errors = gateway.validate_gateway(**ok, tls={**TLS_OK, "min_version": "SSLv3"})
+    assert [e.split(":")[1].strip() for e in errors] == ["vllm_gateway_tls_min_version"]
+    assert gateway.validate_gateway(**{**ok, "enabled": False}, tls={**TLS_OK, "min_version": "SSLv3"}) == []
+
+
+def test_tls_names_cover_every_gateway_host_sorted_and_once():
+    hosts = [{"name": "gw2", "ansible_host": "10.0.0.12", "fqdn": "gw2.example.internal", "addresses": ["10.0.0.12", "fd00::12"],
+              "local": "127.0.0.1"},
+             {"name": "gw1", "ansible_host": None, "fqdn": "", "addresses": [], "local": "127.0.0.1"},
+             {"name": "gw3", "local": "0.0.0.0"}]
+    assert gateway.tls_names(hosts, ["llm.example.internal", "10.0.0.10", "gw1"]) == [
+        "DNS:gw1", "DNS:gw2", "DNS:gw2.example.internal", "DNS:gw3", "DNS:llm.example.internal",
+        "IP:10.0.0.10", "IP:10.0.0.12", "IP:127.0.0.1", "IP:fd00::12"]
+    # A name a certificate cannot hold (an inventory alias with a space) is left out, not passed to OpenSSL.
+    assert gateway.tls_names([{"name": "my gateway", "local": "127.0.0.1"}]) == ["IP:127.0.0.1"]

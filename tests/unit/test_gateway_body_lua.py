@@ -10,136 +10,21 @@ from __future__ import annotations
 import http.client
 import json
 import math
-import os
-import shutil
-import socket
-import subprocess
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import jinja2
 import pytest
-import yaml
 
-from conftest import REPO
-from vllm_deploy import gateway
+from gateway_harness import CLIENT_KEY, ENGINE_KEY, running_gateway
 
-ROLE = REPO / "roles" / "vllm_gateway"
-CLIENT_KEY = "client-key-0123456789abcdef"
-ENGINE_KEY = "engine-key-0123456789abcdef"
 MAX_TOKENS = 4096
 MAX_N = 8
 CAPPED = ("max_tokens", "max_completion_tokens", "max_output_tokens", "n", "best_of")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Engine(ThreadingHTTPServer):
-    """An engine that records what reaches it (the gateway's own health checks aside) and answers 200."""
-
-    daemon_threads = True
-
-    def __init__(self, name: str):
-        self.name, self.received = name, []
-        super().__init__(("127.0.0.1", 0), EngineHandler)
-
-
-class EngineHandler(BaseHTTPRequestHandler):
-    def do_POST(self):  # noqa: N802 (http.server's name)
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if self.headers.get("Host") != "vllm-gateway":  # the gateway's completion check sets this Host
-            self.server.received.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
-        answer = b'{"ok": true}'
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        try:
-            self.wfile.write(answer)
-        except ConnectionError:
-            pass  # a health check that read the status line and closed
-
-    def log_message(self, *args):
-        pass
-
-
-def backend_table(engines):
-    """The real backend table of a fleet whose one host runs the two engines and the gateway."""
-    return gateway.backend_table({"gw": {"address": "127.0.0.1", "instances": [
-        {"name": e.name, "model": {"served_name": e.name}, "port": e.server_address[1], "bind": "127.0.0.1"}
-        for e in engines]}}, "gw")
-
-
-def render_config(config_dir, port, table) -> str:
-    """haproxy.cfg.j2 with the role's defaults, as the template module renders it (trim_blocks)."""
-    variables = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
-    variables.update({
-        "ansible_managed": "Ansible managed", "vllm_gateway_config_dir": str(config_dir),
-        "vllm_gateway_socket": str(config_dir / "admin.sock"), "vllm_gateway_bind": "127.0.0.1",
-        "vllm_gateway_port": port, "vllm_gateway_metrics_port": None, "vllm_gateway_max_tokens": MAX_TOKENS,
-        "__vllm_gateway_table": table,
-    })
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROLE / "templates")), trim_blocks=True,
-                             undefined=jinja2.StrictUndefined)
-    env.filters["comment"] = lambda text: "#\n# " + text + "\n#"
-    env.filters["to_json"] = json.dumps
-    text = env.get_template("haproxy.cfg.j2").render(variables)
-    # The only lines changed for the test: it runs as whoever runs pytest, not as the haproxy user.
-    return "".join(line for line in text.splitlines(keepends=True)
-                   if line.strip() not in ("user haproxy", "group haproxy"))
-
-
-def write_tables(config_dir, table):
-    """The files tasks/main.yml writes beside the config, and the Lua file it copies."""
-    (config_dir / "keys.map").write_text(f"{CLIENT_KEY} team-a\n")
-    (config_dir / "rate.map").write_text("team-a 0\n")
-    (config_dir / "concurrent.map").write_text("team-a 0\n")
-    (config_dir / "models.map").write_text("".join(f"{b['served_name']} {b['backend']}\n" for b in table))
-    (config_dir / "models.json").write_text(json.dumps(gateway.models_list(table)) + "\n")
-    shutil.copy(ROLE / "files" / "vllm-gateway-body.lua", config_dir / "vllm-gateway-body.lua")
-
-
 @pytest.fixture(scope="module")
 def gateway_url(tmp_path_factory):
-    haproxy = shutil.which("haproxy") or ("/usr/sbin/haproxy" if os.path.exists("/usr/sbin/haproxy") else None)
-    if not haproxy:
-        pytest.skip("haproxy is not installed (Debian: apt-get install haproxy lua-cjson; make setup installs them)")
-    config_dir = tmp_path_factory.mktemp("gateway")
-    engines = [Engine("tiny-a"), Engine("tiny-b")]
-    for engine in engines:
-        threading.Thread(target=engine.serve_forever, daemon=True).start()
-    port = free_port()
-    config = config_dir / "haproxy.cfg"
-    table = backend_table(engines)
-    config.write_text(render_config(config_dir, port, table))
-    write_tables(config_dir, table)
-    env = {**os.environ, "VLLM_GATEWAY_ENGINE_KEY": ENGINE_KEY}
-    check = subprocess.run([haproxy, "-c", "-f", str(config)], env=env, capture_output=True, text=True)
-    if "module 'cjson' not found" in check.stdout + check.stderr:
-        pytest.skip("lua-cjson is not installed (Debian: apt-get install lua-cjson; make setup installs it)")
-    assert check.returncode == 0, check.stdout + check.stderr
-    proc = subprocess.Popen([haproxy, "-db", "-f", str(config)], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                assert proc.poll() is None, proc.stdout.read()
-                time.sleep(0.05)
-        yield {"port": port, "engines": {e.name: e for e in engines}}
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        for engine in engines:
-            engine.shutdown()
-            engine.server_close()
+    with running_gateway(tmp_path_factory.mktemp("gateway"), ["tiny-a", "tiny-b"],
+                         vllm_gateway_max_tokens=MAX_TOKENS) as gw:
+        yield gw
 
 
 def send(port, body: bytes, path="/v1/completions", method="POST", key=CLIENT_KEY):

@@ -1,0 +1,167 @@
+"""The real gateway on this machine, for the tests that run it (test_gateway_body_lua.py, test_gateway_tls.py):
+the shipped haproxy.cfg.j2 rendered with the role's defaults, the files tasks/main.yml writes beside it,
+Debian's /usr/sbin/haproxy on a free port of 127.0.0.1, and recording engines behind it.
+
+A test needing what is not installed (haproxy, lua-cjson) is skipped naming the package."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import jinja2
+import pytest
+import yaml
+
+from conftest import REPO
+from vllm_deploy import gateway
+
+ROLE = REPO / "roles" / "vllm_gateway"
+CLIENT_KEY = "client-key-0123456789abcdef"
+ENGINE_KEY = "engine-key-0123456789abcdef"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Engine(ThreadingHTTPServer):
+    """An engine that records what reaches it (the gateway's own health checks aside) and answers 200
+    with an OpenAI-shaped completion."""
+
+    daemon_threads = True
+
+    def __init__(self, name: str):
+        self.name, self.received = name, []
+        super().__init__(("127.0.0.1", 0), EngineHandler)
+
+
+class EngineHandler(BaseHTTPRequestHandler):
+    def do_POST(self):  # noqa: N802 (http.server's name)
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.headers.get("Host") != "vllm-gateway":  # the gateway's completion check sets this Host
+            self.server.received.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
+        try:
+            request = json.loads(body)
+        except ValueError:
+            request = None
+        request = request if isinstance(request, dict) else {}
+        tokens = request.get("max_tokens") if type(request.get("max_tokens")) is int else 3
+        completion = {
+            "id": "cmpl-test", "object": "text_completion", "created": 0, "model": self.server.name,
+            "choices": [{"index": 0, "text": f"hello from {self.server.name}", "logprobs": None, "finish_reason": "length"}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": tokens, "total_tokens": tokens + 1},
+        }
+        if request.get("stream") is True:  # one event with all of it, the usage chunk, [DONE]
+            events = [json.dumps({**completion, "usage": None}), json.dumps({**completion, "choices": []}), "[DONE]"]
+            answer = "".join(f"data: {event}\n\n" for event in events).encode()
+            kind = "text/event-stream"
+        else:
+            answer, kind = json.dumps(completion).encode(), "application/json"
+        self.send_response(200)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        try:
+            self.wfile.write(answer)
+        except ConnectionError:
+            pass  # a health check that read the status line and closed
+
+    def log_message(self, *args):
+        pass
+
+
+def backend_table(engines):
+    """The real backend table of a fleet whose one host runs the engines and the gateway."""
+    return gateway.backend_table({"gw": {"address": "127.0.0.1", "instances": [
+        {"name": e.name, "model": {"served_name": e.name}, "port": e.server_address[1], "bind": "127.0.0.1"}
+        for e in engines]}}, "gw")
+
+
+def render_config(config_dir, port, table, **overrides) -> str:
+    """haproxy.cfg.j2 with the role's defaults and `overrides`, as the template module renders it (trim_blocks)."""
+    variables = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    variables.update({
+        "ansible_managed": "Ansible managed", "vllm_gateway_config_dir": str(config_dir),
+        "vllm_gateway_socket": str(config_dir / "admin.sock"), "vllm_gateway_bind": "127.0.0.1",
+        "vllm_gateway_port": port, "vllm_gateway_metrics_port": None, "__vllm_gateway_table": table,
+    })
+    variables.update(overrides)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROLE / "templates")), trim_blocks=True,
+                             undefined=jinja2.StrictUndefined)
+    env.filters["comment"] = lambda text: "#\n# " + text + "\n#"
+    env.filters["to_json"] = json.dumps
+    env.filters["bool"] = lambda value: value if isinstance(value, bool) else str(value).lower() in ("true", "yes", "1", "on")
+    text = env.get_template("haproxy.cfg.j2").render(variables)
+    # The only lines changed for the test: it runs as whoever runs pytest, not as the haproxy user.
+    return "".join(line for line in text.splitlines(keepends=True)
+                   if line.strip() not in ("user haproxy", "group haproxy"))
+
+
+def write_tables(config_dir, table):
+    """The files tasks/main.yml writes beside the config, and the Lua file it copies."""
+    (config_dir / "keys.map").write_text(f"{CLIENT_KEY} team-a\n")
+    (config_dir / "rate.map").write_text("team-a 0\n")
+    (config_dir / "concurrent.map").write_text("team-a 0\n")
+    (config_dir / "models.map").write_text("".join(f"{b['served_name']} {b['backend']}\n" for b in table))
+    (config_dir / "models.json").write_text(json.dumps(gateway.models_list(table)) + "\n")
+    shutil.copy(ROLE / "files" / "vllm-gateway-body.lua", config_dir / "vllm-gateway-body.lua")
+
+
+def haproxy_binary() -> str:
+    """Debian's haproxy, or skip naming the package."""
+    haproxy = shutil.which("haproxy") or ("/usr/sbin/haproxy" if os.path.exists("/usr/sbin/haproxy") else None)
+    if not haproxy:
+        pytest.skip("haproxy is not installed (Debian: apt-get install haproxy lua-cjson; make setup installs them)")
+    return haproxy
+
+
+@contextmanager
+def running_gateway(config_dir, engine_names, **overrides):
+    """HAProxy with the rendered config in front of one recording engine per name:
+    yields {"port", "engines": {name: Engine}, "config"}. `overrides` are role variables
+    (vllm_gateway_port defaults to a free port)."""
+    haproxy = haproxy_binary()
+    engines = [Engine(name) for name in engine_names]
+    for engine in engines:
+        threading.Thread(target=engine.serve_forever, daemon=True).start()
+    proc = None
+    try:
+        port = overrides.pop("vllm_gateway_port", None) or free_port()
+        config = config_dir / "haproxy.cfg"
+        table = backend_table(engines)
+        config.write_text(render_config(config_dir, port, table, **overrides))
+        write_tables(config_dir, table)
+        env = {**os.environ, "VLLM_GATEWAY_ENGINE_KEY": ENGINE_KEY}
+        check = subprocess.run([haproxy, "-c", "-f", str(config)], env=env, capture_output=True, text=True)
+        if "module 'cjson' not found" in check.stdout + check.stderr:
+            pytest.skip("lua-cjson is not installed (Debian: apt-get install lua-cjson; make setup installs it)")
+        assert check.returncode == 0, check.stdout + check.stderr
+        proc = subprocess.Popen([haproxy, "-db", "-f", str(config)], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        listening = [port] + [p for p in [overrides.get("vllm_gateway_http_redirect_port")] if p]
+        for p in listening:
+            for _ in range(100):
+                try:
+                    socket.create_connection(("127.0.0.1", p), timeout=0.2).close()
+                    break
+                except OSError:
+                    assert proc.poll() is None, proc.stdout.read()
+                    time.sleep(0.05)
+        yield {"port": port, "engines": {e.name: e for e in engines}, "config": config.read_text()}
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(timeout=10)
+        for engine in engines:
+            engine.shutdown()
+            engine.server_close()
