@@ -605,7 +605,11 @@ _FRAME_PHASES = [
 ]
 # A traceback's frame lines and the indented source lines under them (Python and IPython layouts).
 _FRAME_LINE_RE = re.compile(r'^[ \t]*File\s+"[^"\n]*",\s+line\s+\d+,\s+in\s+\S+|^[ \t]{2,}\S[^\n]{0,300}|'
-                            r'^-->[^\n]{0,300}|^File\s+~[^\n]{0,300}', re.M)
+                            r'^-->[^\n]{0,300}|^File\s+~[^\n]{0,300}|'
+                            # the worker method a distributed call failed in, in vLLM's own words (V0 and V1
+                            # workers: "Error executing method init_device. This might cause deadlock ...",
+                            # "Exception in worker VllmWorkerProcess while processing method load_model.")
+                            r'(?:Error\s+executing\s+method|while\s+processing\s+method)\s+\w+', re.M)
 # Where a category itself says the phase (vLLM raises these at one point of start-up).
 _CATEGORY_PHASES = {
     "kv_cache_too_small": "kv_cache_allocation", "no_kv_memory": "kv_cache_allocation",
@@ -740,6 +744,15 @@ def _frames_near(text: str, pos: int, end: int) -> tuple[str | None, str | None,
     return None, None, "none"
 
 
+# The engine's serving loop died (it runs only after start-up): V0's MQLLMEngine client ("MQEngineDeadError:
+# Engine loop is not running"), V0's AsyncLLMEngine background loop (its done-callback _log_task_completion,
+# "Engine background task failed", AsyncEngineDeadError) and V1's EngineDeadError ("EngineCore encountered an
+# issue"); start-up failures say "Engine process failed to start" / "Engine core initialization failed" instead.
+_ENGINE_LOOP_DEAD_RE = re.compile(r"Engine\s+loop\s+is\s+not\s+running|MQEngineDeadError|_log_task_completion|"
+                                  r"Engine\s+background\s+task\s+failed|AsyncEngineDeadError|EngineDeadError|"
+                                  r"EngineCore\s+encountered\s+an\s+issue", re.I)
+
+
 def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones: list) -> dict:
     """Where the engine was when the error at text[pos:end] happened: phase, confidence, evidence, reached."""
     reached, after, milestone_confidence, milestone_pos = _milestone_before(milestones, pos)
@@ -758,8 +771,13 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         out.update(phase=_CATEGORY_PHASES[category], phase_confidence="high", phase_evidence=_line_at(text, pos, end))
         return out
     phase, frame, confidence = _frames_near(text, pos, end)
+    engine_loop = _ENGINE_LOOP_DEAD_RE.search(text, max(0, pos - 3000), end + 4000)
     if phase:
         out.update(phase=phase, phase_confidence=confidence, phase_evidence=frame)
+    elif engine_loop:
+        # the engine's serving loop died: it only runs once start-up is over
+        out.update(phase="serving", phase_confidence="medium",
+                   phase_evidence=_line_at(text, engine_loop.start(), engine_loop.end()))
     elif after:
         out.update(phase=after, phase_confidence=milestone_confidence,
                    phase_evidence=_line_at(text, milestone_pos, milestone_pos + 1))

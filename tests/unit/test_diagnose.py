@@ -263,6 +263,18 @@ def test_oom_without_evidence_is_not_called_a_weights_oom():
       "finished in 5 secs, took 0.46 GiB"], [], "cuda_oom_after_kv", "sampler_warmup", "low"),
     (["INFO:     Application startup complete."], [], "cuda_oom_runtime", "serving", "medium"),
     ([], ["INFO:     Waiting for application shutdown."], "cuda_oom_runtime", "serving", "medium"),
+    # the worker method vLLM names when a distributed call fails (V0 multiproc and Ray workers)
+    ([], ["Exception in worker VllmWorkerProcess while processing method load_model."],
+     "cuda_oom_weights", "model_loading", "medium"),
+    ([], ["Error executing method init_device. This might cause deadlock in distributed execution."],
+     "cuda_oom_weights", "init", "medium"),
+    # the engine's serving loop died: V0 AsyncLLMEngine's loop callback, V0 MQLLMEngine, V1
+    ([], ["Exception in callback _log_task_completion(error_callback=<bound method...>)"],
+     "cuda_oom_runtime", "serving", "medium"),
+    ([], ["vllm.engine.multiprocessing.MQEngineDeadError: Engine loop is not running. Inspect the stacktrace to "
+          "find the original error: OutOfMemoryError('CUDA out of memory.')"], "cuda_oom_runtime", "serving", "medium"),
+    ([], ["vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for "
+          "the root cause."], "cuda_oom_runtime", "serving", "medium"),
 ])
 def test_oom_phase_evidence(before, after, category, phase, confidence):
     r = diagnose("\n".join(before + [OOM] + after))
