@@ -211,6 +211,11 @@ RULES: list[_Rule] = [
           r"NCCL\s+communicator\s+was\s+aborted|ProcessGroupNCCL[^\n]{0,120}(?:timed?\s*out|Timeout)"),
     # NCCL's and vLLM's own CUDA-IPC failures between GPUs (P2P, custom all-reduce)
     _rule("nccl_error", r"Cuda\s+failure\s+'?peer\s+access\s+is\s+not\s+supported|custom_all_reduce\.cuh:\d+\s+'[^'\n]+'"),
+    # The process group cannot be formed: the ranks do not reach each other (Gloo's and torch's rendezvous words,
+    # e.g. across Ray nodes on an unroutable interface); filed with NCCL's as multi-GPU communication failures.
+    _rule("nccl_error", r"Gloo\s+connectFullMesh\s+failed|DistNetworkError|"
+                        r"client\s+socket\s+has\s+timed\s+out\s+after\s+\d+\w*\s+while\s+trying\s+to\s+connect",
+          kind="connect"),
     _rule("nccl_error", r"NCCL\s+WARN", tier=1),
     _rule("port_in_use",
           r"\[Errno\s+98\][^\n]*|Address\s+already\s+in\s+use[^\n]*|EADDRINUSE[^\n]*|"
@@ -444,6 +449,10 @@ def _fix_nccl_error(f: dict, where: str, kind: str) -> tuple[str, str]:
                     "check every GPU of the group is healthy and not shared (nvidia-smi, dmesg Xid), set "
                     "NCCL_DEBUG=INFO to find the rank that stopped, and upgrade vLLM if the thread of your "
                     "version reports a hang"),
+        "connect": ("The ranks could not connect to each other to form the process group (Gloo/NCCL rendezvous)",
+                    "make every rank reach the others on one routable interface: set GLOO_SOCKET_IFNAME and "
+                    "NCCL_SOCKET_IFNAME to it (and VLLM_HOST_IP per node), open the ports between the nodes "
+                    "(firewall, security groups) and check each node resolves its own hostname to that address"),
         "system": ("NCCL failed in a system call (ncclSystemError / 'unhandled system error')",
                    "in a container this is most often /dev/shm: run it with --ipc=host or a large --shm-size "
                    "(Kubernetes: an emptyDir with medium: Memory on /dev/shm) and clear stale /dev/shm/nccl-* "
@@ -786,6 +795,13 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         # the API server only starts (and so only shuts down) after the engine finished starting up
         out.update(phase="serving", phase_confidence="medium",
                    phase_evidence=_line_at(text, end, end + 1))
+    elif category == "nccl_error" and kind == "connect":
+        # the ranks meet once, when the process group is formed at worker start
+        out.update(phase="init", phase_confidence="high", phase_evidence=_line_at(text, pos, end))
+    elif category == "nccl_error" and kind != "timeout":
+        # no frame and no milestone: NCCL's communicators are created and warmed up with a first all-reduce at
+        # worker start (init_device), where most NCCL errors surface; a hang (watchdog timeout) comes later
+        out.update(phase="init", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
     elif category in ("unsupported_dtype_or_gpu", "port_in_use", "driver_mismatch_or_no_driver") and kind != "kernel":
         # raised while the engine is configured, finds its GPUs or binds its port, before any weight is loaded
         out.update(phase="init", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
@@ -850,7 +866,7 @@ def _diagnose(text) -> Diagnosis:
     category, where, kind = rule.category, "", rule.kind
     if category == "unsupported_dtype_or_gpu" and re.search(r"no\s+kernel\s+image", m.group(0), re.I):
         kind = "kernel"
-    if category == "nccl_error":
+    if category == "nccl_error" and kind != "connect":
         kind = _nccl_kind(norm[max(0, pos - 2000): pos + 3000])
     loc = _locate(norm, pos, m.end(), category, kind, milestones)
     if category == "cuda_oom":

@@ -312,6 +312,31 @@ def test_nccl_wordings_and_their_fixes(line, kind_word):
     assert r.category == "nccl_error" and kind_word in r.fix.split(";")[0]
 
 
+@pytest.mark.parametrize("line", [
+    "[rank1]:[E528 08:52:46.164295950 ProcessGroupGloo.cpp:145] Gloo connectFullMesh failed with "
+    "[/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:144] no error",
+    "torch.distributed.DistNetworkError: The client socket has timed out after 600s while trying to connect to "
+    "(10.0.0.1, 29500).",
+])
+def test_ranks_that_cannot_connect_fail_at_init(line):
+    r = diagnose(line)
+    assert (r.category, r.phase, r.phase_confidence) == ("nccl_error", "init", "high")
+    assert "GLOO_SOCKET_IFNAME" in r.fix and r.action == "rollback"
+
+
+def test_nccl_error_without_frames_is_placed_at_init_with_low_confidence():
+    r = diagnose("RuntimeError: NCCL error: invalid usage (run with NCCL_DEBUG=WARN for details)")
+    assert (r.category, r.phase, r.phase_confidence) == ("nccl_error", "init", "low")
+    # a hang is not a start-up failure: no guess
+    r = diagnose("[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE) ran "
+                 "for 600059 milliseconds before timing out.")
+    assert r.phase == "unknown"
+    # a milestone the log reached wins over the guess
+    r = diagnose("INFO 01-01 00:00:00 [gpu_worker.py:1] Available KV cache memory: 3.20 GiB\n"
+                 "RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for details)")
+    assert (r.phase, r.phase_confidence) == ("kv_cache_allocation", "medium")
+
+
 @pytest.mark.parametrize("line,category", [
     ("INFO 06-21 10:00:18 llm_engine.py:128] # GPU blocks: 0, # CPU blocks: 512", "no_kv_memory"),
     ("ValueError: Insufficient GPU memory for KV cache: num_gpu_blocks=0.", "no_kv_memory"),
