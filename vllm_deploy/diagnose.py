@@ -921,6 +921,9 @@ def _no_known_failure(norm: str, milestones: list) -> Diagnosis:
             _line_at(norm, milestone_pos, milestone_pos), "low", phase="graph_capture", phase_confidence="medium",
             phase_evidence=_line_at(norm, milestone_pos, milestone_pos), phase_reached=reached))
     exc = [m for m in _EXCEPTION_LINE_RE.finditer(norm) if not _WRAPPER_RE.search(m.group(0))]
+    cut = _cut_traceback(norm, exc, reached)
+    if cut:
+        return cut
     line = exc[0].group(0).strip()[:300] if exc else None
     loc = _locate(norm, exc[0].start(), exc[0].end(), "unknown", "", milestones) if exc else {
         "phase_reached": reached, "phase": after or "unknown", "phase_confidence": "low" if after else "none",
@@ -932,6 +935,60 @@ def _no_known_failure(norm: str, milestones: list) -> Diagnosis:
     return _with_action(Diagnosis("unknown", summary, figures,
                                   "Read the first traceback in the full log; rerun with VLLM_LOGGING_LEVEL=DEBUG "
                                   "(and CUDA_LAUNCH_BLOCKING=1 for a CUDA error).", line, "low", **loc))
+
+
+_FILE_FRAME_RE = re.compile(r'^[ \t]*File\s+"(?P<path>[^"\n]*)",\s+line\s+\d+,\s+in\s+(?P<func>\S+)', re.M)
+# Innermost frames inside a collective or a communicator: what fails there is the communication itself.
+_COMM_FRAME_RE = re.compile(r"distributed_c10d\.py|pynccl|device_communicators|ProcessGroupNCCL", re.I)
+# Frames that read the checkpoint (a wrong weight name fails here, not only memory)
+_READ_WEIGHTS_RE = re.compile(r"load_weights|weight_loader|weights_iterator", re.I)
+# Where a traceback cut before its error line most often ends in an out-of-memory error: creating the
+# model's layers (weights allocated), the profiling run, the KV-cache allocation, graph capture, sampler warm-up.
+_CUT_OOM = {"model_loading": "cuda_oom_weights", "profile_run": "cuda_oom_weights",
+            "kv_cache_allocation": "cuda_oom_after_kv", "graph_capture": "cuda_oom_after_kv",
+            "sampler_warmup": "cuda_oom_after_kv"}
+
+
+def _cut_traceback(norm: str, exc: list, reached: str) -> Diagnosis | None:
+    """A log that ends inside a traceback, before its error line (an excerpt cut short): the frames say where
+    the engine was; the failure is guessed (low confidence) only where one failure is the usual one."""
+    frames = list(_FILE_FRAME_RE.finditer(norm))
+    if not frames or any(m.start() > frames[-1].start() for m in exc):
+        return None
+    if len([line for line in norm[frames[-1].end():].splitlines()[1:] if line.strip()]) > 4:
+        return None   # more than the frame's source and caret lines follows: not a traceback cut short
+    tb = norm.rfind("Traceback (most recent call last)", 0, frames[-1].start())
+    trace = norm[tb if tb != -1 else 0:]
+    joined = "\n".join(m.group(0) for m in _FRAME_LINE_RE.finditer(trace))
+    phase, evidence = None, None
+    for name, pattern in _FRAME_PHASES:
+        m = pattern.search(joined)
+        if m:
+            phase, evidence = name, _line_at(joined, m.start(), m.end())
+            break
+    innermost = [m.group("path") + " " + m.group("func") for m in frames[-3:]]
+    figures = _context_figures(norm, len(norm))
+    loc = {"phase": phase or "unknown", "phase_confidence": "medium" if phase else "none",
+           "phase_evidence": evidence, "phase_reached": reached}
+    where = (phase or "").replace("_", " ")
+    if any(_COMM_FRAME_RE.search(f) for f in innermost):
+        category, kind, what = "nccl_error", "", "in a collective communication call (NCCL/Gloo)"
+    elif phase in _CUT_OOM and not (phase == "model_loading" and _READ_WEIGHTS_RE.search(joined)):
+        category, kind = _CUT_OOM[phase], ""
+        what = f"in {where} (OOM is the usual failure there)"
+        where = _OOM_CATEGORY[phase][1]
+    elif phase:
+        return _with_action(Diagnosis(
+            "unknown", f"No known vLLM failure found; the log stops inside a traceback before its error line; "
+            f"failed in: {where}", figures, "Collect the whole log: the excerpt ends before the error line (journalctl "
+            "-u UNIT -b, or docker logs CONTAINER); rerun with VLLM_LOGGING_LEVEL=DEBUG.",
+            _line_at(norm, frames[-1].start(), frames[-1].end()), "low", **loc))
+    else:
+        return None
+    summary, fix = _fix(category, figures, where, kind)
+    return _with_action(Diagnosis(
+        category, f"The log stops inside a traceback {what}, before its error line (no error text in the excerpt)",
+        figures, fix[:1].upper() + fix[1:], _line_at(norm, frames[-1].start(), frames[-1].end()), "low", **loc))
 
 
 def _with_action(d: Diagnosis) -> Diagnosis:

@@ -431,3 +431,33 @@ def test_a_precise_category_wins_over_config_rejected():
            "  Value error, User-specified max_model_len (513) is greater than the derived max_model_len "
            "(max_position_embeddings=512 or model_max_length=None in model's config.json).")
     assert diagnose(log).category == "max_len_over_model_limit"
+
+
+# --- an excerpt cut inside a traceback, before its error line ----------------------------------
+def _frames(*funcs: str) -> str:
+    return "\n".join(f'  File "/x/vllm/{f.split(":")[0]}.py", line 1, in {f.split(":")[-1]}\n    call()' for f in funcs)
+
+
+@pytest.mark.parametrize("funcs,category,phase", [
+    (["worker/worker:_warm_up_model", "worker/model_runner:capture_model"], "cuda_oom_after_kv", "graph_capture"),
+    (["v1/worker/gpu_model_runner:_dummy_sampler_run", "models/llama:sample"], "cuda_oom_after_kv", "sampler_warmup"),
+    (["v1/worker/gpu_worker:load_model", "model_executor/models/utils:make_layers", "models/llama:__init__"],
+     "cuda_oom_weights", "model_loading"),
+    (["worker/worker:init_device", "worker/worker:init_worker_distributed_environment",
+      "torch/distributed/distributed_c10d:all_reduce"], "nccl_error", "init"),
+    # reading the checkpoint fails for other reasons too (a weight name): no guess
+    (["v1/worker/gpu_worker:load_model", "models/llama:load_weights"], "unknown", "model_loading"),
+    # nothing usual at engine construction
+    (["v1/engine/core:__init__", "v1/executor/abstract:__init__"], "unknown", "unknown"),
+])
+def test_a_traceback_cut_before_its_error(funcs, category, phase):
+    r = diagnose("Traceback (most recent call last):\n" + _frames(*funcs))
+    assert (r.category, r.phase) == (category, phase)
+    if category != "unknown":
+        assert r.confidence == "low" and r.phase_confidence == "medium" and "before its error line" in r.summary
+
+
+def test_a_traceback_with_its_error_line_is_not_cut():
+    r = diagnose("Traceback (most recent call last):\n" + _frames("worker/model_runner:capture_model") +
+                 "\nKeyError: 'layers.0'\n")
+    assert r.category == "unknown" and "KeyError" in r.summary
