@@ -18,7 +18,10 @@ and tests/fixtures/vllm-failures-public, scored by scripts/bench_diagnose.py), n
             (load_model, profile_run, KV-cache allocation, capture_model, _dummy_sampler_run, execute_model);
    medium — the last start-up milestone the log reached before the error (weights loaded, memory
             profiled, KV cache sized, CUDA graphs being captured, serving requests);
-   low    — only a guess between neighbouring phases; none — no evidence (phase "unknown").
+   low    — only a guess between neighbouring phases (after the KV cache was sized, after graph capture, after
+            only the engine's config line or its distributed set-up: init), or a category's usual phase (an NCCL
+            error with no frame or milestone: its communicators are set up at init); none — no evidence.
+   A log cut inside a traceback before its error line takes its phase from those frames (medium).
    An out-of-memory error is named by that phase: cuda_oom_weights (GPU init, weights, profiling run),
    cuda_oom_after_kv (KV-cache allocation, graph capture, sampler warm-up), cuda_oom_runtime (serving),
    and plain cuda_oom when the log does not say: the phase is never guessed.
@@ -567,6 +570,11 @@ _FIXES = {
 # Start-up milestones in the order vLLM reaches them (V0 and V1 wordings): (name the log reached, the phase
 # a failure right after it is in, how sure that is). Progress bars count as "in progress" milestones.
 _MILESTONES = [
+    # The engine's config line and the distributed set-up come before any weight: a failure after them alone is
+    # in init (low: very old V0 printed nothing when it started loading the weights).
+    ("engine_configured", "init", "low", re.compile(
+        r"Initializing\s+an?\s+(?:V1\s+)?LLM\s+engine\s*\(v[^)\n]*\)\s+with\s+config|"
+        r"rank\s+\d+\s+in\s+world\s+size\s+\d+\s+is\s+assigned\s+as", re.I)),
     ("loading_weights", "model_loading", "medium", re.compile(
         r"Starting\s+to\s+load\s+model|Loading\s+(?:safetensors|pt)\s+checkpoint\s+shards|Using\s+model\s+weights\s+format",
         re.I)),
@@ -710,6 +718,7 @@ def _line_at(text: str, start: int, end: int) -> str:
 # One word each milestone's wording must contain (words, not phrases: a hard-wrapped line still has them),
 # so a huge log without any is not scanned by every pattern.
 _MILESTONE_HINTS = {
+    "engine_configured": ("initializing", "world size"),
     "loading_weights": ("load", "shards", "weights"), "weights_loaded": ("took",), "profiling": ("profile", "compile"),
     "memory_profiled": ("profiling", "instance", "reserved", "available"),
     "kv_cache_allocated": ("blocks", "size:", "concurrency"), "capturing_cuda_graphs": ("captur", "graph"),

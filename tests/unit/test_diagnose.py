@@ -461,3 +461,16 @@ def test_a_traceback_with_its_error_line_is_not_cut():
     r = diagnose("Traceback (most recent call last):\n" + _frames("worker/model_runner:capture_model") +
                  "\nKeyError: 'layers.0'\n")
     assert r.category == "unknown" and "KeyError" in r.summary
+
+
+@pytest.mark.parametrize("line", [
+    "INFO 05-26 07:50:20 [core.py:58] Initializing a V1 LLM engine (v0.8.5) with config: model='m', "
+    "enforce_eager=False",
+    "INFO 08-27 05:12:10 llm_engine.py:184] Initializing an LLM engine (v0.5.5) with config: model='m'",
+    "INFO 05-26 07:50:26 [parallel_state.py:1004] rank 0 in world size 1 is assigned as DP rank 0, PP rank 0, TP rank 0",
+])
+def test_only_the_engine_config_or_distributed_setup_reached_is_init(line):
+    r = diagnose(line + "\nRuntimeError: CUDA error: an illegal memory access was encountered\n")
+    assert (r.phase, r.phase_confidence, r.phase_reached) == ("init", "low", "engine_configured")
+    r = diagnose(line + "\nINFO 01-01 00:00:00 [gpu_model_runner.py:1] Starting to load model m...\n" + OOM)
+    assert (r.category, r.phase) == ("cuda_oom_weights", "model_loading")
