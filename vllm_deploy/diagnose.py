@@ -165,7 +165,8 @@ RULES: list[_Rule] = [
     _rule("cuda_oom", r"CUDA\s+out\s+of\s+memory\s+occurred\s+when\s+warming\s+up\s+sampler\s+with\s+"
                       r"(?P<dummy_requests>\d+)\s+dummy\s+requests", kind="sampler"),
     _rule("cuda_oom", r"CUDA\s+out\s+of\s+memory\.\s*Tried\s+to\s+allocate\s+(?P<tried>[\d.]+)\s*(?P<tried_unit>[KMG]iB)"),
-    _rule("cuda_oom", r"CUDA\s+out\s+of\s+memory|CUDA\s+(?:driver\s+)?error:\s*out\s+of\s+memory|OutOfMemoryError|HIP\s+out\s+of\s+memory|"
+    # (Ray's own ray.exceptions.OutOfMemoryError is the node's host memory, not the GPU's)
+    _rule("cuda_oom", r"CUDA\s+out\s+of\s+memory|CUDA\s+(?:driver\s+)?error:\s*out\s+of\s+memory|(?<!ray\.exceptions\.)OutOfMemoryError|HIP\s+out\s+of\s+memory|"
                       r"cudaErrorMemoryAllocation|CUBLAS_STATUS_ALLOC_FAILED|\bout\s+of\s+memory\s+error\s+occurred"),
     _rule("tp_not_divisible",
           r"Total\s+number\s+of\s+(?:attention\s+)?heads\s*\((?P<num_heads>\d+)\)\s*must\s+be\s+divisible\s+by\s+"
@@ -177,7 +178,10 @@ RULES: list[_Rule] = [
     _rule("tp_not_divisible", r"AssertionError:\s*(?P<divided>\d+)\s+is\s+not\s+divisible\s+by\s+(?P<tp_size>\d+)"),
     _rule("tp_not_divisible",
           r"(?:tensor[_ ]parallel[_ ]size|world[_ ]size)[^\n]{0,60}?(?:greater|larger)\s+than[^\n]{0,60}?(?:GPUs|devices)|"
-          r"number\s+of\s+required\s+GPUs\s+exceeds\s+the\s+total\s+number\s+of\s+available\s+GPUs", kind="too_few_gpus"),
+          r"number\s+of\s+required\s+GPUs\s+exceeds\s+the\s+total\s+number\s+of\s+available\s+GPUs|"
+          # Ray cannot place the workers: too few GPUs in the cluster, or none on the driver's node
+          r"Cannot\s+provide\s+a\s+placement\s+group\s+of|Ray\s+does\s+not\s+allocate\s+any\s+GPUs\s+on\s+the\s+driver\s+node|"
+          r"Current\s+node\s+has\s+no\s+GPU\s+available", kind="too_few_gpus"),
     _rule("max_len_over_model_limit",
           r"User-specified\s+max_model_len\s*\((?P<max_model_len>\d+)\)\s*is\s+greater\s+than\s+the\s+derived\s+"
           r"max_model_len\s*\((?:[\w.]+\s*=\s*)?(?P<derived_max_model_len>[\d.]+)"),
@@ -241,7 +245,14 @@ RULES: list[_Rule] = [
           r"Error\s+in\s+inspecting\s+model\s+architecture|"
           r"model\s+type\s+`?(?P<model_type>[\w.-]+)`?\s+but\s+Transformers\s+does\s+not\s+recognize\s+this\s+architecture|"
           r"Tokenizer\s+class\s+\S+\s+does\s+not\s+exist\s+or\s+is\s+not\s+currently\s+imported|"
-          r"Unrecognized\s+configuration\s+class"),
+          r"Unrecognized\s+configuration\s+class|"
+          # vLLM's registry could not import the model's class (its subprocess error is logged above)
+          r"Model\s+architectures?\s+\[[^\]]*\]\s+failed\s+to\s+be\s+inspected|"
+          # no vLLM model and the Transformers fallback cannot run it (model_loader/utils.py)
+          r"has\s+no\s+vLLM\s+implementation\s+and\s+the\s+Transformers\s+implementation\s+is\s+not\s+compatible"),
+    # a transformers too old for the model type: CONFIG_MAPPING[model_type] raises KeyError('<type>')
+    _rule("model_not_supported",
+          r"configuration_auto\.py\",?\s+line\s+\d+,\s+in\s+__getitem__[\s\S]{0,300}?KeyError:\s*'(?P<model_type>[\w.-]+)'"),
     _rule("trust_remote_code_required",
           r"contains\s+custom\s+code\s+which\s+must\s+be\s+executed|"
           r"(?:Please\s+pass|passing)\s+the\s+argument\s+`?trust_remote_code=True`?|"
@@ -386,7 +397,8 @@ def _fix_tp_not_divisible(f: dict, where: str, kind: str) -> tuple[str, str]:
     if kind == "too_few_gpus":
         return ("Tensor/pipeline parallel size asks for more GPUs than the node has",
                 "Set --tensor-parallel-size × --pipeline-parallel-size to at most the number of visible GPUs "
-                "(check CUDA_VISIBLE_DEVICES / the container's device list).")
+                "(check CUDA_VISIBLE_DEVICES / the container's device list); with Ray, `ray status` must show that "
+                "many GPUs and the driver must run on a node with a GPU.")
     n = f.get("num_heads") or f.get("num_kv_heads") or f.get("divided")
     tp = f.get("tp_size")
     if f.get("ep_size") is not None:
@@ -864,6 +876,8 @@ def _diagnose(text) -> Diagnosis:
 
     milestones = _milestones(norm)
     if chosen is None:
+        chosen = _registry_error(text, norm)
+    if chosen is None:
         return _no_known_failure(norm, milestones)
 
     tier, pos, _, rule, m = chosen
@@ -916,6 +930,27 @@ def _diagnose(text) -> Diagnosis:
         confidence = "medium"
     return _with_action(Diagnosis(category, summary, figures, fix, _line_at(norm, m.start(), m.end()), confidence,
                                   **loc))
+
+
+# An error vLLM's model registry logged (its logger header names registry.py): the registry imports each model
+# class in a subprocess and logs that subprocess's traceback when the import fails ("Error in inspecting model
+# architecture", then "Model architectures [...] failed to be inspected"). Read from the raw log, as normalise()
+# strips the header; weak evidence, used only when no rule matched.
+_REGISTRY_LOG_RE = re.compile(r"^[^\n]*?\bERROR\s+\d{2}-\d{2}\s+[\d:.]+\s+\[?registry\.py:\d+\]\s?(?P<rest>[^\n]*)", re.M)
+_REGISTRY_RULE = _Rule("model_not_supported", _REGISTRY_LOG_RE, tier=1, kind="registry")
+
+
+def _registry_error(text, norm: str):
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("utf-8", errors="replace")
+    raw = _LOST_ESCAPE_RE.sub("", _ANSI_RE.sub("", str(text or "")))
+    m = _REGISTRY_LOG_RE.search(raw)
+    if not m:
+        return None
+    rest = m.group("rest").strip()
+    pos = max(0, norm.find(rest)) if rest else 0
+    at = re.compile(re.escape(rest) if rest else r"^").search(norm, pos)
+    return (1, pos, len(RULES), _REGISTRY_RULE, at) if at else None
 
 
 def _no_known_failure(norm: str, milestones: list) -> Diagnosis:

@@ -474,3 +474,37 @@ def test_only_the_engine_config_or_distributed_setup_reached_is_init(line):
     assert (r.phase, r.phase_confidence, r.phase_reached) == ("init", "low", "engine_configured")
     r = diagnose(line + "\nINFO 01-01 00:00:00 [gpu_model_runner.py:1] Starting to load model m...\n" + OOM)
     assert (r.category, r.phase) == ("cuda_oom_weights", "model_loading")
+
+
+@pytest.mark.parametrize("line,category,figure", [
+    ("ValueError: Model architectures ['Qwen2ForCausalLM'] failed to be inspected. Please check the logs for more "
+     "details.", "model_not_supported", None),
+    ("ValueError: JinaEmbeddingsV4Model has no vLLM implementation and the Transformers implementation is not "
+     "compatible with vLLM. Try setting VLLM_USE_V1=0.", "model_not_supported", None),
+    ('  File "/x/transformers/models/auto/configuration_auto.py", line 710, in __getitem__\n    raise KeyError(key)\n'
+     "KeyError: 'qwen2'", "model_not_supported", ("model_type", "qwen2")),
+    ("ValueError: Cannot provide a placement group of placement_group_specs=[{'GPU': 1.0}, {'GPU': 1.0}] within "
+     "1800 seconds. See `ray status` to make sure the cluster has enough resources.", "tp_not_divisible", None),
+    ("ValueError: Ray does not allocate any GPUs on the driver node. Consider adjusting the Ray placement group or "
+     "running the driver on a GPU node.", "tp_not_divisible", None),
+    # Ray's host-memory monitor, not a CUDA OOM: no ladder
+    ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.", "unknown", None),
+])
+def test_model_and_ray_wordings(line, category, figure):
+    r = diagnose(line)
+    assert r.category == category and r.action == ACTIONS[category]
+    if figure:
+        assert r.figures[figure[0]] == figure[1]
+    if category == "tp_not_divisible":
+        assert "ray status" in r.fix
+
+
+def test_an_error_the_model_registry_logged_is_model_not_supported():
+    log = ("ERROR 03-02 17:03:02 registry.py:306]   File \"/x/vllm/model_executor/layers/logits_processor.py\", "
+           "line 14, in <module>\n"
+           "ERROR 03-02 17:03:02 registry.py:306]     from vllm.model_executor.layers.vocab_parallel_embedding import (\n")
+    r = diagnose(log)
+    assert (r.category, r.phase, r.confidence) == ("model_not_supported", "init", "medium")
+    assert "clean venv" in r.fix
+    # the same lines from another logger are no evidence
+    assert diagnose(log.replace("registry.py", "core.py")).category == "unknown"
