@@ -607,7 +607,10 @@ _MILESTONES = [
         r"init\s+engine\s+\(profile,\s+create\s+kv\s+cache,\s+warmup\s+model\)\s+took", re.I)),
     ("serving", "serving", "medium", re.compile(
         r"Application\s+startup\s+complete|Uvicorn\s+running\s+on|Starting\s+vLLM\s+API\s+server|Available\s+routes\s+are|Added\s+request|Received\s+request|"
-        r"\"(?:POST|GET)\s+/v1/|Avg\s+prompt\s+throughput|Processed\s+prompts:\s*\d", re.I)),
+        r"\"(?:POST|GET)\s+/v1/|Avg\s+prompt\s+throughput|Processed\s+prompts:\s*\d|"
+        # request logs and V0's scheduler stats: requests were being served
+        r"Finished\s+request|Aborted\s+request|Running:\s*\d+\s+reqs|\"POST\s+/(?:generate|invocations|pooling|score)\b",
+        re.I)),
 ]
 # Traceback frames, most specific first: capture and profiling tracebacks share _dummy_run and model
 # forward frames, a profiling run calls execute_model, and V1 wraps all start-up in _initialize_kv_caches.
@@ -735,7 +738,7 @@ _MILESTONE_HINTS = {
     "memory_profiled": ("profiling", "instance", "reserved", "available"),
     "kv_cache_allocated": ("blocks", "size:", "concurrency"), "capturing_cuda_graphs": ("captur", "graph"),
     "cuda_graphs_captured": ("capturing",), "engine_ready": ("engine",),
-    "serving": ("startup", "uvicorn", "server", "routes", "request", "/v1/", "throughput", "prompts"),
+    "serving": ("startup", "uvicorn", "server", "routes", "request", "/v1/", "throughput", "prompts", "reqs", "post /"),
 }
 
 
@@ -774,6 +777,8 @@ def _frames_near(text: str, pos: int, end: int) -> tuple[str | None, str | None,
     return None, None, "none"
 
 
+# Eager mode in the engine's config line ("enforce_eager=True"), its non-default args or the command line.
+_EAGER_RE = re.compile(r"\benforce_eager\s*=\s*True\b|'enforce_eager':\s*True\b|--enforce-eager\b(?![= ]+(?:False|0)\b)")
 # The engine's serving loop died (it runs only after start-up): V0's MQLLMEngine client ("MQEngineDeadError:
 # Engine loop is not running"), V0's AsyncLLMEngine background loop (its done-callback _log_task_completion,
 # "Engine background task failed", AsyncEngineDeadError) and V1's EngineDeadError ("EngineCore encountered an
@@ -808,6 +813,10 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         # the engine's serving loop died: it only runs once start-up is over
         out.update(phase="serving", phase_confidence="medium",
                    phase_evidence=_line_at(text, engine_loop.start(), engine_loop.end()))
+    elif after == "graph_capture" and reached == "kv_cache_allocated" and _EAGER_RE.search(text, 0, pos):
+        # the engine's config says eager mode: no CUDA graph is captured, the cache allocation comes next
+        out.update(phase="kv_cache_allocation", phase_confidence="low",
+                   phase_evidence=_line_at(text, milestone_pos, milestone_pos + 1))
     elif after:
         out.update(phase=after, phase_confidence=milestone_confidence,
                    phase_evidence=_line_at(text, milestone_pos, milestone_pos + 1))
@@ -822,6 +831,10 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
     elif category == "nccl_error" and kind != "timeout":
         # no frame and no milestone: NCCL's communicators are created and warmed up with a first all-reduce at
         # worker start (init_device), where most NCCL errors surface; a hang (watchdog timeout) comes later
+        out.update(phase="init", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
+    elif category == "unsupported_dtype_or_gpu" and kind == "kernel":
+        # a torch build without this GPU's architecture fails at its first kernel, at device init; a vLLM build
+        # without it fails later, at its own first kernel (profiling), where frames or milestones say so
         out.update(phase="init", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
     elif category in ("unsupported_dtype_or_gpu", "port_in_use", "driver_mismatch_or_no_driver") and kind != "kernel":
         # raised while the engine is configured, finds its GPUs or binds its port, before any weight is loaded

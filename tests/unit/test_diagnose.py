@@ -508,3 +508,33 @@ def test_an_error_the_model_registry_logged_is_model_not_supported():
     assert "clean venv" in r.fix
     # the same lines from another logger are no evidence
     assert diagnose(log.replace("registry.py", "core.py")).category == "unknown"
+
+
+def test_no_kernel_image_without_other_evidence_is_placed_at_init_with_low_confidence():
+    r = diagnose("RuntimeError: CUDA error: no kernel image is available for execution on the device")
+    assert (r.category, r.phase, r.phase_confidence) == ("unsupported_dtype_or_gpu", "init", "low")
+    r = diagnose("INFO 01-01 00:00:00 [default_loader.py:1] Loading weights took 3.10 seconds\n"
+                 "RuntimeError: CUDA error: no kernel image is available for execution on the device")
+    assert (r.phase, r.phase_confidence) == ("profile_run", "medium")
+
+
+@pytest.mark.parametrize("config,phase", [
+    ("Initializing a V1 LLM engine (v0.9.1) with config: model='m', enforce_eager=True, tensor_parallel_size=1",
+     "kv_cache_allocation"),
+    ("non-default args: {'model': 'm', 'enforce_eager': True}", "kv_cache_allocation"),
+    ("Initializing a V1 LLM engine (v0.9.1) with config: model='m', enforce_eager=False", "graph_capture"),
+])
+def test_eager_mode_in_the_config_line_rules_out_graph_capture(config, phase):
+    r = diagnose("\n".join([config, "INFO [kv_cache_utils.py:1] GPU KV cache size: 476,000 tokens", OOM]))
+    assert (r.phase, r.phase_confidence) == (phase, "low")
+
+
+@pytest.mark.parametrize("line", [
+    "INFO 03-31 15:19:40 metrics.py:455] Avg prompt throughput: 12.3 tokens/s, Avg generation throughput: 40.1 "
+    "tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 3.1%, CPU KV cache usage: 0.0%.",
+    "INFO 03-31 15:19:40 [async_llm_engine.py:1] Finished request chatcmpl-1.",
+    'INFO:     10.0.0.2:51234 - "POST /generate HTTP/1.1" 200 OK',
+])
+def test_serving_lines_before_the_error(line):
+    r = diagnose(line + "\n" + OOM)
+    assert (r.category, r.phase, r.phase_confidence) == ("cuda_oom_runtime", "serving", "medium")
