@@ -166,7 +166,8 @@ RULES: list[_Rule] = [
                       r"(?P<dummy_requests>\d+)\s+dummy\s+requests", kind="sampler"),
     _rule("cuda_oom", r"CUDA\s+out\s+of\s+memory\.\s*Tried\s+to\s+allocate\s+(?P<tried>[\d.]+)\s*(?P<tried_unit>[KMG]iB)"),
     # (Ray's own ray.exceptions.OutOfMemoryError is the node's host memory, not the GPU's)
-    _rule("cuda_oom", r"CUDA\s+out\s+of\s+memory|CUDA\s+(?:driver\s+)?error:\s*out\s+of\s+memory|(?<!ray\.exceptions\.)OutOfMemoryError|HIP\s+out\s+of\s+memory|"
+    _rule("cuda_oom", r"CUDA\s+out\s+of\s+memory|CUDA\s+(?:driver\s+)?error:\s*out\s+of\s+memory|(?<!ray\.exceptions\.)OutOfMemoryError|(?:HIP|NPU|XPU)\s+out\s+of\s+memory|"
+                      r"hipErrorOutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|"
                       r"cudaErrorMemoryAllocation|CUBLAS_STATUS_ALLOC_FAILED|\bout\s+of\s+memory\s+error\s+occurred"),
     _rule("tp_not_divisible",
           r"Total\s+number\s+of\s+(?:attention\s+)?heads\s*\((?P<num_heads>\d+)\)\s*must\s+be\s+divisible\s+by\s+"

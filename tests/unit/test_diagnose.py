@@ -538,3 +538,14 @@ def test_eager_mode_in_the_config_line_rules_out_graph_capture(config, phase):
 def test_serving_lines_before_the_error(line):
     r = diagnose(line + "\n" + OOM)
     assert (r.category, r.phase, r.phase_confidence) == ("cuda_oom_runtime", "serving", "medium")
+
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 60.96 GiB total capacity)",
+    "RuntimeError: HIP error: hipErrorOutOfMemory",
+    "RuntimeError: Triton Error [CUDA]: CUDA_ERROR_OUT_OF_MEMORY: out of memory",
+])
+def test_oom_wordings_of_other_devices_and_apis(line):
+    r = diagnose('Traceback (most recent call last):\n  File "/x/vllm/worker/model_runner.py", line 1, in load_model\n'
+                 + line)
+    assert (r.category, r.phase) == ("cuda_oom_weights", "model_loading")
