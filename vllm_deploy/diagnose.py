@@ -1016,7 +1016,7 @@ def _cut_traceback(norm: str, exc: list, reached: str) -> Diagnosis | None:
     if len([line for line in norm[frames[-1].end():].splitlines()[1:] if line.strip()]) > 4:
         return None   # more than the frame's source and caret lines follows: not a traceback cut short
     tb = norm.rfind("Traceback (most recent call last)", 0, frames[-1].start())
-    trace = norm[tb if tb != -1 else 0:]
+    trace = norm[tb if tb != -1 and frames[-1].start() - tb < 30000 else max(0, frames[-1].start() - 6000):]
     joined = "\n".join(m.group(0) for m in _FRAME_LINE_RE.finditer(trace))
     phase, evidence = None, None
     for name, pattern in _FRAME_PHASES:
