@@ -18,7 +18,10 @@ and tests/fixtures/vllm-failures-public, scored by scripts/bench_diagnose.py), n
             (load_model, profile_run, KV-cache allocation, capture_model, _dummy_sampler_run, execute_model);
    medium — the last start-up milestone the log reached before the error (weights loaded, memory
             profiled, KV cache sized, CUDA graphs being captured, serving requests);
-   low    — only a guess between neighbouring phases; none — no evidence (phase "unknown").
+   low    — only a guess between neighbouring phases (after the KV cache was sized, after graph capture, after
+            only the engine's config line or its distributed set-up: init), or a category's usual phase (an NCCL
+            error with no frame or milestone: its communicators are set up at init); none — no evidence.
+   A log cut inside a traceback before its error line takes its phase from those frames (medium).
    An out-of-memory error is named by that phase: cuda_oom_weights (GPU init, weights, profiling run),
    cuda_oom_after_kv (KV-cache allocation, graph capture, sampler warm-up), cuda_oom_runtime (serving),
    and plain cuda_oom when the log does not say: the phase is never guessed.
@@ -162,7 +165,9 @@ RULES: list[_Rule] = [
     _rule("cuda_oom", r"CUDA\s+out\s+of\s+memory\s+occurred\s+when\s+warming\s+up\s+sampler\s+with\s+"
                       r"(?P<dummy_requests>\d+)\s+dummy\s+requests", kind="sampler"),
     _rule("cuda_oom", r"CUDA\s+out\s+of\s+memory\.\s*Tried\s+to\s+allocate\s+(?P<tried>[\d.]+)\s*(?P<tried_unit>[KMG]iB)"),
-    _rule("cuda_oom", r"CUDA\s+out\s+of\s+memory|CUDA\s+(?:driver\s+)?error:\s*out\s+of\s+memory|OutOfMemoryError|HIP\s+out\s+of\s+memory|"
+    # (Ray's own ray.exceptions.OutOfMemoryError is the node's host memory, not the GPU's)
+    _rule("cuda_oom", r"CUDA\s+out\s+of\s+memory|CUDA\s+(?:driver\s+)?error:\s*out\s+of\s+memory|(?<!ray\.exceptions\.)OutOfMemoryError|(?:HIP|NPU|XPU)\s+out\s+of\s+memory|"
+                      r"hipErrorOutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|"
                       r"cudaErrorMemoryAllocation|CUBLAS_STATUS_ALLOC_FAILED|\bout\s+of\s+memory\s+error\s+occurred"),
     _rule("tp_not_divisible",
           r"Total\s+number\s+of\s+(?:attention\s+)?heads\s*\((?P<num_heads>\d+)\)\s*must\s+be\s+divisible\s+by\s+"
@@ -174,7 +179,10 @@ RULES: list[_Rule] = [
     _rule("tp_not_divisible", r"AssertionError:\s*(?P<divided>\d+)\s+is\s+not\s+divisible\s+by\s+(?P<tp_size>\d+)"),
     _rule("tp_not_divisible",
           r"(?:tensor[_ ]parallel[_ ]size|world[_ ]size)[^\n]{0,60}?(?:greater|larger)\s+than[^\n]{0,60}?(?:GPUs|devices)|"
-          r"number\s+of\s+required\s+GPUs\s+exceeds\s+the\s+total\s+number\s+of\s+available\s+GPUs", kind="too_few_gpus"),
+          r"number\s+of\s+required\s+GPUs\s+exceeds\s+the\s+total\s+number\s+of\s+available\s+GPUs|"
+          # Ray cannot place the workers: too few GPUs in the cluster, or none on the driver's node
+          r"Cannot\s+provide\s+a\s+placement\s+group\s+of|Ray\s+does\s+not\s+allocate\s+any\s+GPUs\s+on\s+the\s+driver\s+node|"
+          r"Current\s+node\s+has\s+no\s+GPU\s+available", kind="too_few_gpus"),
     _rule("max_len_over_model_limit",
           r"User-specified\s+max_model_len\s*\((?P<max_model_len>\d+)\)\s*is\s+greater\s+than\s+the\s+derived\s+"
           r"max_model_len\s*\((?:[\w.]+\s*=\s*)?(?P<derived_max_model_len>[\d.]+)"),
@@ -211,6 +219,11 @@ RULES: list[_Rule] = [
           r"NCCL\s+communicator\s+was\s+aborted|ProcessGroupNCCL[^\n]{0,120}(?:timed?\s*out|Timeout)"),
     # NCCL's and vLLM's own CUDA-IPC failures between GPUs (P2P, custom all-reduce)
     _rule("nccl_error", r"Cuda\s+failure\s+'?peer\s+access\s+is\s+not\s+supported|custom_all_reduce\.cuh:\d+\s+'[^'\n]+'"),
+    # The process group cannot be formed: the ranks do not reach each other (Gloo's and torch's rendezvous words,
+    # e.g. across Ray nodes on an unroutable interface); filed with NCCL's as multi-GPU communication failures.
+    _rule("nccl_error", r"Gloo\s+connectFullMesh\s+failed|DistNetworkError|"
+                        r"client\s+socket\s+has\s+timed\s+out\s+after\s+\d+\w*\s+while\s+trying\s+to\s+connect",
+          kind="connect"),
     _rule("nccl_error", r"NCCL\s+WARN", tier=1),
     _rule("port_in_use",
           r"\[Errno\s+98\][^\n]*|Address\s+already\s+in\s+use[^\n]*|EADDRINUSE[^\n]*|"
@@ -233,7 +246,14 @@ RULES: list[_Rule] = [
           r"Error\s+in\s+inspecting\s+model\s+architecture|"
           r"model\s+type\s+`?(?P<model_type>[\w.-]+)`?\s+but\s+Transformers\s+does\s+not\s+recognize\s+this\s+architecture|"
           r"Tokenizer\s+class\s+\S+\s+does\s+not\s+exist\s+or\s+is\s+not\s+currently\s+imported|"
-          r"Unrecognized\s+configuration\s+class"),
+          r"Unrecognized\s+configuration\s+class|"
+          # vLLM's registry could not import the model's class (its subprocess error is logged above)
+          r"Model\s+architectures?\s+\[[^\]]*\]\s+failed\s+to\s+be\s+inspected|"
+          # no vLLM model and the Transformers fallback cannot run it (model_loader/utils.py)
+          r"has\s+no\s+vLLM\s+implementation\s+and\s+the\s+Transformers\s+implementation\s+is\s+not\s+compatible"),
+    # a transformers too old for the model type: CONFIG_MAPPING[model_type] raises KeyError('<type>')
+    _rule("model_not_supported",
+          r"configuration_auto\.py\",?\s+line\s+\d+,\s+in\s+__getitem__[\s\S]{0,300}?KeyError:\s*'(?P<model_type>[\w.-]+)'"),
     _rule("trust_remote_code_required",
           r"contains\s+custom\s+code\s+which\s+must\s+be\s+executed|"
           r"(?:Please\s+pass|passing)\s+the\s+argument\s+`?trust_remote_code=True`?|"
@@ -378,7 +398,8 @@ def _fix_tp_not_divisible(f: dict, where: str, kind: str) -> tuple[str, str]:
     if kind == "too_few_gpus":
         return ("Tensor/pipeline parallel size asks for more GPUs than the node has",
                 "Set --tensor-parallel-size × --pipeline-parallel-size to at most the number of visible GPUs "
-                "(check CUDA_VISIBLE_DEVICES / the container's device list).")
+                "(check CUDA_VISIBLE_DEVICES / the container's device list); with Ray, `ray status` must show that "
+                "many GPUs and the driver must run on a node with a GPU.")
     n = f.get("num_heads") or f.get("num_kv_heads") or f.get("divided")
     tp = f.get("tp_size")
     if f.get("ep_size") is not None:
@@ -444,6 +465,10 @@ def _fix_nccl_error(f: dict, where: str, kind: str) -> tuple[str, str]:
                     "check every GPU of the group is healthy and not shared (nvidia-smi, dmesg Xid), set "
                     "NCCL_DEBUG=INFO to find the rank that stopped, and upgrade vLLM if the thread of your "
                     "version reports a hang"),
+        "connect": ("The ranks could not connect to each other to form the process group (Gloo/NCCL rendezvous)",
+                    "make every rank reach the others on one routable interface: set GLOO_SOCKET_IFNAME and "
+                    "NCCL_SOCKET_IFNAME to it (and VLLM_HOST_IP per node), open the ports between the nodes "
+                    "(firewall, security groups) and check each node resolves its own hostname to that address"),
         "system": ("NCCL failed in a system call (ncclSystemError / 'unhandled system error')",
                    "in a container this is most often /dev/shm: run it with --ipc=host or a large --shm-size "
                    "(Kubernetes: an emptyDir with medium: Memory on /dev/shm) and clear stale /dev/shm/nccl-* "
@@ -558,6 +583,11 @@ _FIXES = {
 # Start-up milestones in the order vLLM reaches them (V0 and V1 wordings): (name the log reached, the phase
 # a failure right after it is in, how sure that is). Progress bars count as "in progress" milestones.
 _MILESTONES = [
+    # The engine's config line and the distributed set-up come before any weight: a failure after them alone is
+    # in init (low: very old V0 printed nothing when it started loading the weights).
+    ("engine_configured", "init", "low", re.compile(
+        r"Initializing\s+an?\s+(?:V1\s+)?LLM\s+engine\s*\(v[^)\n]*\)\s+with\s+config|"
+        r"rank\s+\d+\s+in\s+world\s+size\s+\d+\s+is\s+assigned\s+as", re.I)),
     ("loading_weights", "model_loading", "medium", re.compile(
         r"Starting\s+to\s+load\s+model|Loading\s+(?:safetensors|pt)\s+checkpoint\s+shards|Using\s+model\s+weights\s+format",
         re.I)),
@@ -578,7 +608,10 @@ _MILESTONES = [
         r"init\s+engine\s+\(profile,\s+create\s+kv\s+cache,\s+warmup\s+model\)\s+took", re.I)),
     ("serving", "serving", "medium", re.compile(
         r"Application\s+startup\s+complete|Uvicorn\s+running\s+on|Starting\s+vLLM\s+API\s+server|Available\s+routes\s+are|Added\s+request|Received\s+request|"
-        r"\"(?:POST|GET)\s+/v1/|Avg\s+prompt\s+throughput|Processed\s+prompts:\s*\d", re.I)),
+        r"\"(?:POST|GET)\s+/v1/|Avg\s+prompt\s+throughput|Processed\s+prompts:\s*\d|"
+        # request logs and V0's scheduler stats: requests were being served
+        r"Finished\s+request|Aborted\s+request|Running:\s*\d+\s+reqs|\"POST\s+/(?:generate|invocations|pooling|score)\b",
+        re.I)),
 ]
 # Traceback frames, most specific first: capture and profiling tracebacks share _dummy_run and model
 # forward frames, a profiling run calls execute_model, and V1 wraps all start-up in _initialize_kv_caches.
@@ -605,7 +638,11 @@ _FRAME_PHASES = [
 ]
 # A traceback's frame lines and the indented source lines under them (Python and IPython layouts).
 _FRAME_LINE_RE = re.compile(r'^[ \t]*File\s+"[^"\n]*",\s+line\s+\d+,\s+in\s+\S+|^[ \t]{2,}\S[^\n]{0,300}|'
-                            r'^-->[^\n]{0,300}|^File\s+~[^\n]{0,300}', re.M)
+                            r'^-->[^\n]{0,300}|^File\s+~[^\n]{0,300}|'
+                            # the worker method a distributed call failed in, in vLLM's own words (V0 and V1
+                            # workers: "Error executing method init_device. This might cause deadlock ...",
+                            # "Exception in worker VllmWorkerProcess while processing method load_model.")
+                            r'(?:Error\s+executing\s+method|while\s+processing\s+method)\s+\w+', re.M)
 # Where a category itself says the phase (vLLM raises these at one point of start-up).
 _CATEGORY_PHASES = {
     "kv_cache_too_small": "kv_cache_allocation", "no_kv_memory": "kv_cache_allocation",
@@ -697,11 +734,12 @@ def _line_at(text: str, start: int, end: int) -> str:
 # One word each milestone's wording must contain (words, not phrases: a hard-wrapped line still has them),
 # so a huge log without any is not scanned by every pattern.
 _MILESTONE_HINTS = {
+    "engine_configured": ("initializing", "world size"),
     "loading_weights": ("load", "shards", "weights"), "weights_loaded": ("took",), "profiling": ("profile", "compile"),
     "memory_profiled": ("profiling", "instance", "reserved", "available"),
     "kv_cache_allocated": ("blocks", "size:", "concurrency"), "capturing_cuda_graphs": ("captur", "graph"),
     "cuda_graphs_captured": ("capturing",), "engine_ready": ("engine",),
-    "serving": ("startup", "uvicorn", "server", "routes", "request", "/v1/", "throughput", "prompts"),
+    "serving": ("startup", "uvicorn", "server", "routes", "request", "/v1/", "throughput", "prompts", "reqs", "post /"),
 }
 
 
@@ -740,6 +778,17 @@ def _frames_near(text: str, pos: int, end: int) -> tuple[str | None, str | None,
     return None, None, "none"
 
 
+# Eager mode in the engine's config line ("enforce_eager=True"), its non-default args or the command line.
+_EAGER_RE = re.compile(r"\benforce_eager\s*=\s*True\b|'enforce_eager':\s*True\b|--enforce-eager\b(?![= ]+(?:False|0)\b)")
+# The engine's serving loop died (it runs only after start-up): V0's MQLLMEngine client ("MQEngineDeadError:
+# Engine loop is not running"), V0's AsyncLLMEngine background loop (its done-callback _log_task_completion,
+# "Engine background task failed", AsyncEngineDeadError) and V1's EngineDeadError ("EngineCore encountered an
+# issue"); start-up failures say "Engine process failed to start" / "Engine core initialization failed" instead.
+_ENGINE_LOOP_DEAD_RE = re.compile(r"Engine\s+loop\s+is\s+not\s+running|MQEngineDeadError|_log_task_completion|"
+                                  r"Engine\s+background\s+task\s+failed|AsyncEngineDeadError|EngineDeadError|"
+                                  r"EngineCore\s+encountered\s+an\s+issue", re.I)
+
+
 def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones: list) -> dict:
     """Where the engine was when the error at text[pos:end] happened: phase, confidence, evidence, reached."""
     reached, after, milestone_confidence, milestone_pos = _milestone_before(milestones, pos)
@@ -758,8 +807,17 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         out.update(phase=_CATEGORY_PHASES[category], phase_confidence="high", phase_evidence=_line_at(text, pos, end))
         return out
     phase, frame, confidence = _frames_near(text, pos, end)
+    engine_loop = _ENGINE_LOOP_DEAD_RE.search(text, max(0, pos - 3000), end + 4000)
     if phase:
         out.update(phase=phase, phase_confidence=confidence, phase_evidence=frame)
+    elif engine_loop:
+        # the engine's serving loop died: it only runs once start-up is over
+        out.update(phase="serving", phase_confidence="medium",
+                   phase_evidence=_line_at(text, engine_loop.start(), engine_loop.end()))
+    elif after == "graph_capture" and reached == "kv_cache_allocated" and _EAGER_RE.search(text, 0, pos):
+        # the engine's config says eager mode: no CUDA graph is captured, the cache allocation comes next
+        out.update(phase="kv_cache_allocation", phase_confidence="low",
+                   phase_evidence=_line_at(text, milestone_pos, milestone_pos + 1))
     elif after:
         out.update(phase=after, phase_confidence=milestone_confidence,
                    phase_evidence=_line_at(text, milestone_pos, milestone_pos + 1))
@@ -768,6 +826,17 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         # the API server only starts (and so only shuts down) after the engine finished starting up
         out.update(phase="serving", phase_confidence="medium",
                    phase_evidence=_line_at(text, end, end + 1))
+    elif category == "nccl_error" and kind == "connect":
+        # the ranks meet once, when the process group is formed at worker start
+        out.update(phase="init", phase_confidence="high", phase_evidence=_line_at(text, pos, end))
+    elif category == "nccl_error" and kind != "timeout":
+        # no frame and no milestone: NCCL's communicators are created and warmed up with a first all-reduce at
+        # worker start (init_device), where most NCCL errors surface; a hang (watchdog timeout) comes later
+        out.update(phase="init", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
+    elif category == "unsupported_dtype_or_gpu" and kind == "kernel":
+        # a torch build without this GPU's architecture fails at its first kernel, at device init; a vLLM build
+        # without it fails later, at its own first kernel (profiling), where frames or milestones say so
+        out.update(phase="init", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
     elif category in ("unsupported_dtype_or_gpu", "port_in_use", "driver_mismatch_or_no_driver") and kind != "kernel":
         # raised while the engine is configured, finds its GPUs or binds its port, before any weight is loaded
         out.update(phase="init", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
@@ -821,6 +890,8 @@ def _diagnose(text) -> Diagnosis:
 
     milestones = _milestones(norm)
     if chosen is None:
+        chosen = _registry_error(text, norm)
+    if chosen is None:
         return _no_known_failure(norm, milestones)
 
     tier, pos, _, rule, m = chosen
@@ -832,7 +903,7 @@ def _diagnose(text) -> Diagnosis:
     category, where, kind = rule.category, "", rule.kind
     if category == "unsupported_dtype_or_gpu" and re.search(r"no\s+kernel\s+image", m.group(0), re.I):
         kind = "kernel"
-    if category == "nccl_error":
+    if category == "nccl_error" and kind != "connect":
         kind = _nccl_kind(norm[max(0, pos - 2000): pos + 3000])
     loc = _locate(norm, pos, m.end(), category, kind, milestones)
     if category == "cuda_oom":
@@ -875,6 +946,27 @@ def _diagnose(text) -> Diagnosis:
                                   **loc))
 
 
+# An error vLLM's model registry logged (its logger header names registry.py): the registry imports each model
+# class in a subprocess and logs that subprocess's traceback when the import fails ("Error in inspecting model
+# architecture", then "Model architectures [...] failed to be inspected"). Read from the raw log, as normalise()
+# strips the header; weak evidence, used only when no rule matched.
+_REGISTRY_LOG_RE = re.compile(r"^[^\n]*?\bERROR\s+\d{2}-\d{2}\s+[\d:.]+\s+\[?registry\.py:\d+\]\s?(?P<rest>[^\n]*)", re.M)
+_REGISTRY_RULE = _Rule("model_not_supported", _REGISTRY_LOG_RE, tier=1, kind="registry")
+
+
+def _registry_error(text, norm: str):
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("utf-8", errors="replace")
+    raw = _LOST_ESCAPE_RE.sub("", _ANSI_RE.sub("", str(text or "")))
+    m = _REGISTRY_LOG_RE.search(raw)
+    if not m:
+        return None
+    rest = m.group("rest").strip()
+    pos = max(0, norm.find(rest)) if rest else 0
+    at = re.compile(re.escape(rest) if rest else r"^").search(norm, pos)
+    return (1, pos, len(RULES), _REGISTRY_RULE, at) if at else None
+
+
 def _no_known_failure(norm: str, milestones: list) -> Diagnosis:
     """No rule matched: a log that stops in CUDA graph capture, else `unknown` with the first error line."""
     reached, after, _, milestone_pos = _milestone_before(milestones, len(norm))
@@ -887,6 +979,9 @@ def _no_known_failure(norm: str, milestones: list) -> Diagnosis:
             _line_at(norm, milestone_pos, milestone_pos), "low", phase="graph_capture", phase_confidence="medium",
             phase_evidence=_line_at(norm, milestone_pos, milestone_pos), phase_reached=reached))
     exc = [m for m in _EXCEPTION_LINE_RE.finditer(norm) if not _WRAPPER_RE.search(m.group(0))]
+    cut = _cut_traceback(norm, exc, reached)
+    if cut:
+        return cut
     line = exc[0].group(0).strip()[:300] if exc else None
     loc = _locate(norm, exc[0].start(), exc[0].end(), "unknown", "", milestones) if exc else {
         "phase_reached": reached, "phase": after or "unknown", "phase_confidence": "low" if after else "none",
@@ -898,6 +993,60 @@ def _no_known_failure(norm: str, milestones: list) -> Diagnosis:
     return _with_action(Diagnosis("unknown", summary, figures,
                                   "Read the first traceback in the full log; rerun with VLLM_LOGGING_LEVEL=DEBUG "
                                   "(and CUDA_LAUNCH_BLOCKING=1 for a CUDA error).", line, "low", **loc))
+
+
+_FILE_FRAME_RE = re.compile(r'^[ \t]*File\s+"(?P<path>[^"\n]*)",\s+line\s+\d+,\s+in\s+(?P<func>\S+)', re.M)
+# Innermost frames inside a collective or a communicator: what fails there is the communication itself.
+_COMM_FRAME_RE = re.compile(r"distributed_c10d\.py|pynccl|device_communicators|ProcessGroupNCCL", re.I)
+# Frames that read the checkpoint (a wrong weight name fails here, not only memory)
+_READ_WEIGHTS_RE = re.compile(r"load_weights|weight_loader|weights_iterator", re.I)
+# Where a traceback cut before its error line most often ends in an out-of-memory error: creating the
+# model's layers (weights allocated), the profiling run, the KV-cache allocation, graph capture, sampler warm-up.
+_CUT_OOM = {"model_loading": "cuda_oom_weights", "profile_run": "cuda_oom_weights",
+            "kv_cache_allocation": "cuda_oom_after_kv", "graph_capture": "cuda_oom_after_kv",
+            "sampler_warmup": "cuda_oom_after_kv"}
+
+
+def _cut_traceback(norm: str, exc: list, reached: str) -> Diagnosis | None:
+    """A log that ends inside a traceback, before its error line (an excerpt cut short): the frames say where
+    the engine was; the failure is guessed (low confidence) only where one failure is the usual one."""
+    frames = list(_FILE_FRAME_RE.finditer(norm))
+    if not frames or any(m.start() > frames[-1].start() for m in exc):
+        return None
+    if len([line for line in norm[frames[-1].end():].splitlines()[1:] if line.strip()]) > 4:
+        return None   # more than the frame's source and caret lines follows: not a traceback cut short
+    tb = norm.rfind("Traceback (most recent call last)", 0, frames[-1].start())
+    trace = norm[tb if tb != -1 and frames[-1].start() - tb < 30000 else max(0, frames[-1].start() - 6000):]
+    joined = "\n".join(m.group(0) for m in _FRAME_LINE_RE.finditer(trace))
+    phase, evidence = None, None
+    for name, pattern in _FRAME_PHASES:
+        m = pattern.search(joined)
+        if m:
+            phase, evidence = name, _line_at(joined, m.start(), m.end())
+            break
+    innermost = [m.group("path") + " " + m.group("func") for m in frames[-3:]]
+    figures = _context_figures(norm, len(norm))
+    loc = {"phase": phase or "unknown", "phase_confidence": "medium" if phase else "none",
+           "phase_evidence": evidence, "phase_reached": reached}
+    where = (phase or "").replace("_", " ")
+    if any(_COMM_FRAME_RE.search(f) for f in innermost):
+        category, kind, what = "nccl_error", "", "in a collective communication call (NCCL/Gloo)"
+    elif phase in _CUT_OOM and not (phase == "model_loading" and _READ_WEIGHTS_RE.search(joined)):
+        category, kind = _CUT_OOM[phase], ""
+        what = f"in {where} (OOM is the usual failure there)"
+        where = _OOM_CATEGORY[phase][1]
+    elif phase:
+        return _with_action(Diagnosis(
+            "unknown", f"No known vLLM failure found; the log stops inside a traceback before its error line; "
+            f"failed in: {where}", figures, "Collect the whole log: the excerpt ends before the error line (journalctl "
+            "-u UNIT -b, or docker logs CONTAINER); rerun with VLLM_LOGGING_LEVEL=DEBUG.",
+            _line_at(norm, frames[-1].start(), frames[-1].end()), "low", **loc))
+    else:
+        return None
+    summary, fix = _fix(category, figures, where, kind)
+    return _with_action(Diagnosis(
+        category, f"The log stops inside a traceback {what}, before its error line (no error text in the excerpt)",
+        figures, fix[:1].upper() + fix[1:], _line_at(norm, frames[-1].start(), frames[-1].end()), "low", **loc))
 
 
 def _with_action(d: Diagnosis) -> Diagnosis:

@@ -263,6 +263,18 @@ def test_oom_without_evidence_is_not_called_a_weights_oom():
       "finished in 5 secs, took 0.46 GiB"], [], "cuda_oom_after_kv", "sampler_warmup", "low"),
     (["INFO:     Application startup complete."], [], "cuda_oom_runtime", "serving", "medium"),
     ([], ["INFO:     Waiting for application shutdown."], "cuda_oom_runtime", "serving", "medium"),
+    # the worker method vLLM names when a distributed call fails (V0 multiproc and Ray workers)
+    ([], ["Exception in worker VllmWorkerProcess while processing method load_model."],
+     "cuda_oom_weights", "model_loading", "medium"),
+    ([], ["Error executing method init_device. This might cause deadlock in distributed execution."],
+     "cuda_oom_weights", "init", "medium"),
+    # the engine's serving loop died: V0 AsyncLLMEngine's loop callback, V0 MQLLMEngine, V1
+    ([], ["Exception in callback _log_task_completion(error_callback=<bound method...>)"],
+     "cuda_oom_runtime", "serving", "medium"),
+    ([], ["vllm.engine.multiprocessing.MQEngineDeadError: Engine loop is not running. Inspect the stacktrace to "
+          "find the original error: OutOfMemoryError('CUDA out of memory.')"], "cuda_oom_runtime", "serving", "medium"),
+    ([], ["vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for "
+          "the root cause."], "cuda_oom_runtime", "serving", "medium"),
 ])
 def test_oom_phase_evidence(before, after, category, phase, confidence):
     r = diagnose("\n".join(before + [OOM] + after))
@@ -298,6 +310,31 @@ def test_nccl_error_whose_detail_names_dev_shm_is_shm():
 def test_nccl_wordings_and_their_fixes(line, kind_word):
     r = diagnose(line)
     assert r.category == "nccl_error" and kind_word in r.fix.split(";")[0]
+
+
+@pytest.mark.parametrize("line", [
+    "[rank1]:[E528 08:52:46.164295950 ProcessGroupGloo.cpp:145] Gloo connectFullMesh failed with "
+    "[/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:144] no error",
+    "torch.distributed.DistNetworkError: The client socket has timed out after 600s while trying to connect to "
+    "(10.0.0.1, 29500).",
+])
+def test_ranks_that_cannot_connect_fail_at_init(line):
+    r = diagnose(line)
+    assert (r.category, r.phase, r.phase_confidence) == ("nccl_error", "init", "high")
+    assert "GLOO_SOCKET_IFNAME" in r.fix and r.action == "rollback"
+
+
+def test_nccl_error_without_frames_is_placed_at_init_with_low_confidence():
+    r = diagnose("RuntimeError: NCCL error: invalid usage (run with NCCL_DEBUG=WARN for details)")
+    assert (r.category, r.phase, r.phase_confidence) == ("nccl_error", "init", "low")
+    # a hang is not a start-up failure: no guess
+    r = diagnose("[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE) ran "
+                 "for 600059 milliseconds before timing out.")
+    assert r.phase == "unknown"
+    # a milestone the log reached wins over the guess
+    r = diagnose("INFO 01-01 00:00:00 [gpu_worker.py:1] Available KV cache memory: 3.20 GiB\n"
+                 "RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for details)")
+    assert (r.phase, r.phase_confidence) == ("kv_cache_allocation", "medium")
 
 
 @pytest.mark.parametrize("line,category", [
@@ -394,3 +431,121 @@ def test_a_precise_category_wins_over_config_rejected():
            "  Value error, User-specified max_model_len (513) is greater than the derived max_model_len "
            "(max_position_embeddings=512 or model_max_length=None in model's config.json).")
     assert diagnose(log).category == "max_len_over_model_limit"
+
+
+# --- an excerpt cut inside a traceback, before its error line ----------------------------------
+def _frames(*funcs: str) -> str:
+    return "\n".join(f'  File "/x/vllm/{f.split(":")[0]}.py", line 1, in {f.split(":")[-1]}\n    call()' for f in funcs)
+
+
+@pytest.mark.parametrize("funcs,category,phase", [
+    (["worker/worker:_warm_up_model", "worker/model_runner:capture_model"], "cuda_oom_after_kv", "graph_capture"),
+    (["v1/worker/gpu_model_runner:_dummy_sampler_run", "models/llama:sample"], "cuda_oom_after_kv", "sampler_warmup"),
+    (["v1/worker/gpu_worker:load_model", "model_executor/models/utils:make_layers", "models/llama:__init__"],
+     "cuda_oom_weights", "model_loading"),
+    (["worker/worker:init_device", "worker/worker:init_worker_distributed_environment",
+      "torch/distributed/distributed_c10d:all_reduce"], "nccl_error", "init"),
+    # reading the checkpoint fails for other reasons too (a weight name): no guess
+    (["v1/worker/gpu_worker:load_model", "models/llama:load_weights"], "unknown", "model_loading"),
+    # nothing usual at engine construction
+    (["v1/engine/core:__init__", "v1/executor/abstract:__init__"], "unknown", "unknown"),
+])
+def test_a_traceback_cut_before_its_error(funcs, category, phase):
+    r = diagnose("Traceback (most recent call last):\n" + _frames(*funcs))
+    assert (r.category, r.phase) == (category, phase)
+    if category != "unknown":
+        assert r.confidence == "low" and r.phase_confidence == "medium" and "before its error line" in r.summary
+
+
+def test_a_traceback_with_its_error_line_is_not_cut():
+    r = diagnose("Traceback (most recent call last):\n" + _frames("worker/model_runner:capture_model") +
+                 "\nKeyError: 'layers.0'\n")
+    assert r.category == "unknown" and "KeyError" in r.summary
+
+
+@pytest.mark.parametrize("line", [
+    "INFO 05-26 07:50:20 [core.py:58] Initializing a V1 LLM engine (v0.8.5) with config: model='m', "
+    "enforce_eager=False",
+    "INFO 08-27 05:12:10 llm_engine.py:184] Initializing an LLM engine (v0.5.5) with config: model='m'",
+    "INFO 05-26 07:50:26 [parallel_state.py:1004] rank 0 in world size 1 is assigned as DP rank 0, PP rank 0, TP rank 0",
+])
+def test_only_the_engine_config_or_distributed_setup_reached_is_init(line):
+    r = diagnose(line + "\nRuntimeError: CUDA error: an illegal memory access was encountered\n")
+    assert (r.phase, r.phase_confidence, r.phase_reached) == ("init", "low", "engine_configured")
+    r = diagnose(line + "\nINFO 01-01 00:00:00 [gpu_model_runner.py:1] Starting to load model m...\n" + OOM)
+    assert (r.category, r.phase) == ("cuda_oom_weights", "model_loading")
+
+
+@pytest.mark.parametrize("line,category,figure", [
+    ("ValueError: Model architectures ['Qwen2ForCausalLM'] failed to be inspected. Please check the logs for more "
+     "details.", "model_not_supported", None),
+    ("ValueError: JinaEmbeddingsV4Model has no vLLM implementation and the Transformers implementation is not "
+     "compatible with vLLM. Try setting VLLM_USE_V1=0.", "model_not_supported", None),
+    ('  File "/x/transformers/models/auto/configuration_auto.py", line 710, in __getitem__\n    raise KeyError(key)\n'
+     "KeyError: 'qwen2'", "model_not_supported", ("model_type", "qwen2")),
+    ("ValueError: Cannot provide a placement group of placement_group_specs=[{'GPU': 1.0}, {'GPU': 1.0}] within "
+     "1800 seconds. See `ray status` to make sure the cluster has enough resources.", "tp_not_divisible", None),
+    ("ValueError: Ray does not allocate any GPUs on the driver node. Consider adjusting the Ray placement group or "
+     "running the driver on a GPU node.", "tp_not_divisible", None),
+    # Ray's host-memory monitor, not a CUDA OOM: no ladder
+    ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.", "unknown", None),
+])
+def test_model_and_ray_wordings(line, category, figure):
+    r = diagnose(line)
+    assert r.category == category and r.action == ACTIONS[category]
+    if figure:
+        assert r.figures[figure[0]] == figure[1]
+    if category == "tp_not_divisible":
+        assert "ray status" in r.fix
+
+
+def test_an_error_the_model_registry_logged_is_model_not_supported():
+    log = ("ERROR 03-02 17:03:02 registry.py:306]   File \"/x/vllm/model_executor/layers/logits_processor.py\", "
+           "line 14, in <module>\n"
+           "ERROR 03-02 17:03:02 registry.py:306]     from vllm.model_executor.layers.vocab_parallel_embedding import (\n")
+    r = diagnose(log)
+    assert (r.category, r.phase, r.confidence) == ("model_not_supported", "init", "medium")
+    assert "clean venv" in r.fix
+    # the same lines from another logger are no evidence
+    assert diagnose(log.replace("registry.py", "core.py")).category == "unknown"
+
+
+def test_no_kernel_image_without_other_evidence_is_placed_at_init_with_low_confidence():
+    r = diagnose("RuntimeError: CUDA error: no kernel image is available for execution on the device")
+    assert (r.category, r.phase, r.phase_confidence) == ("unsupported_dtype_or_gpu", "init", "low")
+    r = diagnose("INFO 01-01 00:00:00 [default_loader.py:1] Loading weights took 3.10 seconds\n"
+                 "RuntimeError: CUDA error: no kernel image is available for execution on the device")
+    assert (r.phase, r.phase_confidence) == ("profile_run", "medium")
+
+
+@pytest.mark.parametrize("config,phase", [
+    ("Initializing a V1 LLM engine (v0.9.1) with config: model='m', enforce_eager=True, tensor_parallel_size=1",
+     "kv_cache_allocation"),
+    ("non-default args: {'model': 'm', 'enforce_eager': True}", "kv_cache_allocation"),
+    ("Initializing a V1 LLM engine (v0.9.1) with config: model='m', enforce_eager=False", "graph_capture"),
+])
+def test_eager_mode_in_the_config_line_rules_out_graph_capture(config, phase):
+    r = diagnose("\n".join([config, "INFO [kv_cache_utils.py:1] GPU KV cache size: 476,000 tokens", OOM]))
+    assert (r.phase, r.phase_confidence) == (phase, "low")
+
+
+@pytest.mark.parametrize("line", [
+    "INFO 03-31 15:19:40 metrics.py:455] Avg prompt throughput: 12.3 tokens/s, Avg generation throughput: 40.1 "
+    "tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 3.1%, CPU KV cache usage: 0.0%.",
+    "INFO 03-31 15:19:40 [async_llm_engine.py:1] Finished request chatcmpl-1.",
+    'INFO:     10.0.0.2:51234 - "POST /generate HTTP/1.1" 200 OK',
+])
+def test_serving_lines_before_the_error(line):
+    r = diagnose(line + "\n" + OOM)
+    assert (r.category, r.phase, r.phase_confidence) == ("cuda_oom_runtime", "serving", "medium")
+
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 60.96 GiB total capacity)",
+    "RuntimeError: HIP error: hipErrorOutOfMemory",
+    "RuntimeError: Triton Error [CUDA]: CUDA_ERROR_OUT_OF_MEMORY: out of memory",
+])
+def test_oom_wordings_of_other_devices_and_apis(line):
+    r = diagnose('Traceback (most recent call last):\n  File "/x/vllm/worker/model_runner.py", line 1, in load_model\n'
+                 + line)
+    assert (r.category, r.phase) == ("cuda_oom_weights", "model_loading")

@@ -35,8 +35,6 @@ KNOWN_MISSES = {
         "the thread found /dev/shm full; the log says only 'NCCL error: unhandled system error' (the fix leads "
         "with /dev/shm)",
     ("010-shm-too-small-nccl-warn-minimax-h200.log", "phase"): "two quoted lines: no frame or milestone",
-    ("038-unsupported-gpu-no-kernel-image-v1-init-device.log", "phase"):
-        "the frame naming init_device is above the excerpt",
     ("009-shm-too-small-nccl-production-stack-64m.log", "phase"): "four lines: no frame or milestone",
     ("048-nccl-watchdog-timeout-ray-v031-after-7-days.log", "phase"):
         "one line; 'running for 7 days' is in the prose",
