@@ -1,9 +1,11 @@
-"""Diagnosis of the DEVELOPMENT two-thirds of the blind hold-out (tests/fixtures/vllm-failures-blind,
-rule in its PROTOCOL.md): sorted by file name, the log at index i is blind when i % 3 == 2 and is never
-opened here (nor named). The expected category and phase are the collector's, from each .meta.yaml.
+"""Diagnosis of every log of the blind hold-out (tests/fixtures/vllm-failures-blind, rule in its
+PROTOCOL.md). Until the final measurement only the development two-thirds were here (sorted by file
+name, index i % 3 != 2); the blind third joined after it was measured once (2026-12-02, PROTOCOL.md),
+as the protocol says. The expected category and phase are the collector's, from each .meta.yaml.
 
-Logs the classifier still gets wrong are KNOWN_MISSES (development names only), strict xfails: a fix turns
-one into a failure that asks for the list to shrink, and a regression elsewhere fails."""
+Logs the classifier still gets wrong are KNOWN_MISSES, strict xfails: a fix turns one into a failure
+that asks for the list to shrink, and a regression elsewhere fails. The blind third's misses are the
+ones of its final measurement, not tuned on."""
 
 from __future__ import annotations
 
@@ -17,14 +19,16 @@ from vllm_deploy.ladder import ACTIONS
 BLIND = REPO / "tests" / "fixtures" / "vllm-failures-blind"
 
 
-def _development() -> list[str]:
+def _logs() -> list[str]:
     names = sorted(p.name for p in BLIND.glob("*.log")) if BLIND.is_dir() else []
     if len(names) < 60:
         raise MissingFixture(f"expected at least 60 logs in {BLIND}, found {len(names)} (see its PROTOCOL.md)")
-    return [n for i, n in enumerate(names) if i % 3 != 2]   # never a blind one
+    return names
 
 
-DEV = _development()
+LOGS = _logs()
+DEV = [n for i, n in enumerate(LOGS) if i % 3 != 2]
+HELD = [n for i, n in enumerate(LOGS) if i % 3 == 2]
 KNOWN_MISSES = {
     # (development log, what): why the classifier cannot see what the collector found
     ("013-cuda-oom-inference-qwen3-vl-3090-v011.log", "category"):
@@ -38,6 +42,18 @@ KNOWN_MISSES = {
         "a Ray worker's ValueError without its message (the message is in the title)",
     ("044-free-memory-below-request-ray-v1-ci-no-message-line.log", "phase"):
         "the excerpt holds only Ray's wrapper frames",
+    # The blind third's misses at its final measurement (PROTOCOL.md), left as measured:
+    ("012-cuda-oom-serving-v1-engine-dead-3090.log", "category"):
+        "the excerpt ends inside the EngineCore traceback before the OOM line (in the title)",
+    ("027-port-in-use-compose-embedding-after-startup.log", "phase"):
+        "the bind fails after the API server logged its start-up: read as serving, the collector says init",
+    ("036-model-not-supported-minimax-m1-not-registered.log", "category"):
+        "one line naming the architecture, without vLLM's 'not supported' wording",
+    ("036-model-not-supported-minimax-m1-not-registered.log", "phase"): "one line: no frame or milestone",
+    ("045-cuda-oom-profile-run-mllama-v0-maintainer.log", "category"):
+        "the OOM line itself is not in the quoted excerpt",
+    ("060-nccl-custom-allreduce-ray-v0-no-error-line.log", "phase"):
+        "the excerpt ends inside the custom all-reduce's all_gather, with no frame the rules place",
 }
 
 
@@ -50,17 +66,17 @@ def _case(name: str, what: str):
     return pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=reason)) if reason else name
 
 
-def test_development_set_is_two_thirds():
-    assert len(DEV) == 41
+def test_the_set_and_its_thirds():
+    assert (len(LOGS), len(DEV), len(HELD)) == (61, 41, 20)
 
 
-@pytest.mark.parametrize("name", [_case(n, "category") for n in DEV])
+@pytest.mark.parametrize("name", [_case(n, "category") for n in LOGS])
 def test_category(name):
     assert _meta(name)["category"] in CATEGORIES
     assert diagnose((BLIND / name).read_bytes()).category == _meta(name)["category"]
 
 
-@pytest.mark.parametrize("name", [_case(n, "phase") for n in DEV if _meta(n)["phase"] != "unknown"])
+@pytest.mark.parametrize("name", [_case(n, "phase") for n in LOGS if _meta(n)["phase"] != "unknown"])
 def test_phase(name):
     assert _meta(name)["phase"] in PHASES
     result = diagnose((BLIND / name).read_bytes())
@@ -68,7 +84,7 @@ def test_phase(name):
     assert result.phase_confidence in ("high", "medium", "low") and result.phase_evidence
 
 
-@pytest.mark.parametrize("name", DEV)
+@pytest.mark.parametrize("name", LOGS)
 def test_every_diagnosis_names_an_action_and_a_fix(name):
     result = diagnose((BLIND / name).read_bytes())
     assert result.action == ACTIONS[result.category]
@@ -77,5 +93,5 @@ def test_every_diagnosis_names_an_action_and_a_fix(name):
         assert result.phase_confidence == "none"
 
 
-def test_known_misses_are_development_logs():
-    assert {name for name, _ in KNOWN_MISSES} <= set(DEV)
+def test_known_misses_are_logs_of_the_set():
+    assert {name for name, _ in KNOWN_MISSES} <= set(LOGS)
