@@ -6,7 +6,9 @@ what these return and nothing else:
 
     backend_table(fleet, gateway_host)  -> [{served_name, backend, servers: [{name, host, instance, address, port}]}]
     models_list(table)                  -> the body of GET /v1/models
-    key_table(keys)                     -> [{name, key, rate_per_s, concurrent}] (0 = no limit)
+    key_table(keys)                     -> [{name, key_sha256, rate_per_s, concurrent, expires}] (0 = no limit,
+                                           never expires); no plain key: the gateway host holds only hashes
+    key_hash(key), expiry_epoch(value)  -> what keys.map and expires.map hold for one key
     INFERENCE_ROUTES                    -> the routes the gateway may forward (vllm_gateway_routes)
     tls_names(hosts, extra)             -> the subject alternative names of the gateway's certificate
     validate_*(...)                     -> one line per problem: host, variable, problem, fix
@@ -17,6 +19,7 @@ reaches an engine bound to 0.0.0.0 or :: on that host.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import ipaddress
 import re
@@ -130,14 +133,48 @@ def models_list(table: list[dict[str, Any]]) -> dict[str, Any]:
             "data": [{"id": b["served_name"], "object": "model", "created": 0, "owned_by": "vllm-deploy"} for b in table]}
 
 
+def key_hash(key: str) -> str:
+    """What keys.map holds for a key: its SHA-256 in lower-case hex, as the gateway computes it from the
+    request (`http_auth_bearer,sha2(256),hex,lower`), so the plain key is nowhere on the gateway host."""
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def expiry_epoch(value: Any) -> int | None:
+    """A key's `expires` as Unix seconds (what expires.map holds; 0 = never), None when it is not one.
+    A date (YAML reads 2027-01-31 as one) is that day's 00:00 UTC: the key is refused from then on. A
+    timestamp must name its offset (2027-01-31T18:00:00+01:00, or Z): the controller's time zone is not
+    the gateway's. vllm-gateway-ctl parses --expires the same way (it runs on the host, standard library
+    only, so it keeps its own copy)."""
+    if value is None or value == "" or value == 0:
+        return 0
+    if isinstance(value, datetime.datetime):
+        moment = value
+    elif isinstance(value, datetime.date):
+        moment = datetime.datetime(value.year, value.month, value.day, tzinfo=datetime.timezone.utc)
+    elif isinstance(value, str):
+        text = value.strip()
+        try:
+            if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+                return expiry_epoch(datetime.date.fromisoformat(text))
+            moment = datetime.datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
+        except ValueError:
+            return None
+    else:
+        return None
+    if moment.tzinfo is None:
+        return None
+    return int(moment.timestamp())
+
+
 def key_table(keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Keys with their limits filled in (0 = no limit); call validate_keys first."""
-    return [{"name": k["name"], "key": k["key"], "rate_per_s": int(k.get("rate_per_s") or 0),
-             "concurrent": int(k.get("concurrent") or 0)} for k in keys]
+    """Keys as the map files list them: the key's hash (never the key), limits filled in (0 = no limit),
+    expiry in Unix seconds (0 = never); call validate_keys first."""
+    return [{"name": k["name"], "key_sha256": key_hash(k["key"]), "rate_per_s": int(k.get("rate_per_s") or 0),
+             "concurrent": int(k.get("concurrent") or 0), "expires": expiry_epoch(k.get("expires")) or 0} for k in keys]
 
 
 def validate_keys(keys: Any, host: str = "") -> list[str]:
-    """vllm_gateway_keys: [{name, key, rate_per_s?, concurrent?}] — never quotes a key in a message."""
+    """vllm_gateway_keys: [{name, key, rate_per_s?, concurrent?, expires?}] — never quotes a key in a message."""
     where = f"{host}: " if host else ""
     if not isinstance(keys, list) or not keys:
         return [f"{where}vllm_gateway_keys: must be a non-empty list of {{name, key, rate_per_s, concurrent}} — "
@@ -171,9 +208,14 @@ def validate_keys(keys: Any, host: str = "") -> list[str]:
             if value is not None and (not _is_int(value) or value < 0):
                 errors.append(f"{where}{var}.{limit}: must be a whole number >= 0 (0 or absent: no limit), got {value!r} — "
                               f"e.g. {limit}: {10 if limit == 'rate_per_s' else 4}")
-        unknown = sorted(set(entry) - {"name", "key", "rate_per_s", "concurrent"})
+        expires = entry.get("expires")
+        if expires is not None and (isinstance(expires, bool) or expiry_epoch(expires) is None):
+            errors.append(f"{where}{var}.expires: {str(expires)!r} is not a date or a timestamp with its offset — "
+                          "give 2027-01-31 (refused from that day's 00:00 UTC) or 2027-01-31T18:00:00+01:00")
+        unknown = sorted(set(entry) - {"name", "key", "rate_per_s", "concurrent", "expires"})
         if unknown:
-            errors.append(f"{where}{var}: unknown settings {', '.join(unknown)} — a key takes name, key, rate_per_s, concurrent")
+            errors.append(f"{where}{var}: unknown settings {', '.join(unknown)} — a key takes name, key, rate_per_s, "
+                          "concurrent, expires")
     return errors
 
 

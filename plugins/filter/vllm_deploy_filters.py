@@ -505,7 +505,8 @@ def vllm_gateway_models_list(table):
 
 @_filter
 def vllm_gateway_key_table(keys):
-    """Client keys with their limits filled in (0 = no limit); the validation play checked them."""
+    """Client keys as the gateway's map files list them: SHA-256 of each key (never the key), limits filled in
+    (0 = no limit), expiry in Unix seconds (0 = never); the validation play checked them."""
     from vllm_deploy import gateway
 
     _expect(keys, (list,), "vllm_gateway_keys")

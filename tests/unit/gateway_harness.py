@@ -107,11 +107,18 @@ def render_config(config_dir, port, table, **overrides) -> str:
                    if line.strip() not in ("user haproxy", "group haproxy"))
 
 
-def write_tables(config_dir, table):
+def map_files(keys) -> dict[str, str]:
+    """The key maps tasks/main.yml writes for vllm_gateway_keys (from the role's key table: hashes, never keys)."""
+    table = gateway.key_table(keys)
+    return {"keys.map": "".join(f"{k['key_sha256']} {k['name']}\n" for k in table),
+            **{f"{column.split('_')[0]}.map": "".join(f"{k['name']} {k[column]}\n" for k in table)
+               for column in ("rate_per_s", "concurrent", "expires")}}
+
+
+def write_tables(config_dir, table, keys=None):
     """The files tasks/main.yml writes beside the config, and the Lua file it copies."""
-    (config_dir / "keys.map").write_text(f"{CLIENT_KEY} team-a\n")
-    (config_dir / "rate.map").write_text("team-a 0\n")
-    (config_dir / "concurrent.map").write_text("team-a 0\n")
+    for name, text in map_files(keys or [{"name": "team-a", "key": CLIENT_KEY}]).items():
+        (config_dir / name).write_text(text)
     (config_dir / "models.map").write_text("".join(f"{b['served_name']} {b['backend']}\n" for b in table))
     (config_dir / "models.json").write_text(json.dumps(gateway.models_list(table)) + "\n")
     shutil.copy(ROLE / "files" / "vllm-gateway-body.lua", config_dir / "vllm-gateway-body.lua")
@@ -126,10 +133,11 @@ def haproxy_binary() -> str:
 
 
 @contextmanager
-def running_gateway(config_dir, engine_names, **overrides):
+def running_gateway(config_dir, engine_names, keys=None, master_worker=False, **overrides):
     """HAProxy with the rendered config in front of one recording engine per name:
-    yields {"port", "engines": {name: Engine}, "config"}. `overrides` are role variables
-    (vllm_gateway_port defaults to a free port)."""
+    yields {"port", "engines": {name: Engine}, "config", "pid", "socket"}. `overrides` are role variables
+    (vllm_gateway_port defaults to a free port), `keys` vllm_gateway_keys (default: CLIENT_KEY as team-a).
+    master_worker: as systemd runs it (-W, a master and its worker), so a reload would show as a new worker."""
     haproxy = haproxy_binary()
     engines = [Engine(name) for name in engine_names]
     for engine in engines:
@@ -140,13 +148,13 @@ def running_gateway(config_dir, engine_names, **overrides):
         config = config_dir / "haproxy.cfg"
         table = backend_table(engines)
         config.write_text(render_config(config_dir, port, table, **overrides))
-        write_tables(config_dir, table)
+        write_tables(config_dir, table, keys)
         env = {**os.environ, "VLLM_GATEWAY_ENGINE_KEY": ENGINE_KEY}
         check = subprocess.run([haproxy, "-c", "-f", str(config)], env=env, capture_output=True, text=True)
         if "module 'cjson' not found" in check.stdout + check.stderr:
             pytest.skip("lua-cjson is not installed (Debian: apt-get install lua-cjson; make setup installs it)")
         assert check.returncode == 0, check.stdout + check.stderr
-        proc = subprocess.Popen([haproxy, "-db", "-f", str(config)], env=env, stdout=subprocess.PIPE,
+        proc = subprocess.Popen([haproxy, *(["-W"] if master_worker else []), "-db", "-f", str(config)], env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
         listening = [port] + [p for p in [overrides.get("vllm_gateway_http_redirect_port")] if p]
         for p in listening:
@@ -157,7 +165,8 @@ def running_gateway(config_dir, engine_names, **overrides):
                 except OSError:
                     assert proc.poll() is None, proc.stdout.read()
                     time.sleep(0.05)
-        yield {"port": port, "engines": {e.name: e for e in engines}, "config": config.read_text()}
+        yield {"port": port, "engines": {e.name: e for e in engines}, "config": config.read_text(), "pid": proc.pid,
+               "socket": str(config_dir / "admin.sock")}
     finally:
         if proc is not None:
             proc.terminate()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import datetime
+import hashlib
+
 import pytest
 
 from vllm_deploy import gateway, instances
@@ -94,11 +97,29 @@ GOOD_KEYS = [{"name": "team-a", "key": "a" * 24, "rate_per_s": 10},
              {"name": "team-b", "key": "b" * 24, "concurrent": 2}]
 
 
-def test_key_table_fills_no_limit_as_zero():
-    assert gateway.key_table(GOOD_KEYS) == [
-        {"name": "team-a", "key": "a" * 24, "rate_per_s": 10, "concurrent": 0},
-        {"name": "team-b", "key": "b" * 24, "rate_per_s": 0, "concurrent": 2},
+def test_key_table_holds_hashes_and_fills_no_limit_as_zero():
+    table = gateway.key_table(GOOD_KEYS + [{"name": "team-c", "key": "c" * 24, "expires": datetime.date(2027, 1, 31)}])
+    assert table == [
+        {"name": "team-a", "key_sha256": hashlib.sha256(b"a" * 24).hexdigest(), "rate_per_s": 10, "concurrent": 0, "expires": 0},
+        {"name": "team-b", "key_sha256": hashlib.sha256(b"b" * 24).hexdigest(), "rate_per_s": 0, "concurrent": 2, "expires": 0},
+        {"name": "team-c", "key_sha256": hashlib.sha256(b"c" * 24).hexdigest(), "rate_per_s": 0, "concurrent": 0,
+         "expires": 1801353600},
     ]
+    # What the role writes comes from this table alone: no plain key in it, so none in a map file or a diff.
+    assert not any(k in repr(table) for k in ("a" * 24, "b" * 24, "c" * 24))
+
+
+# 1801353600 = 2027-01-31T00:00:00Z (date -u -d 2027-01-31 +%s).
+@pytest.mark.parametrize("value,epoch", [
+    (None, 0), ("", 0),
+    (datetime.date(2027, 1, 31), 1801353600), ("2027-01-31", 1801353600),
+    ("2027-01-31T00:00:00Z", 1801353600), ("2027-01-31T01:30:00+01:30", 1801353600),
+    (datetime.datetime(2027, 1, 31, tzinfo=datetime.timezone.utc), 1801353600),
+    ("2027-01-31T00:00:00", None),  # no offset: whose midnight?
+    (datetime.datetime(2027, 1, 31), None), ("next year", None), ("2027-13-01", None), (1801353600, None),
+])
+def test_expiry_epoch(value, epoch):
+    assert gateway.expiry_epoch(value) == epoch
 
 
 @pytest.mark.parametrize("keys,expected", [
@@ -114,6 +135,12 @@ def test_key_table_fills_no_limit_as_zero():
     ([{"name": "t", "key": "a" * 24, "concurrent": -1}], ["vllm_gateway_keys[0].concurrent: must be a whole number"]),
     ([{"name": "t", "key": "a" * 24, "concurrent": True}], ["vllm_gateway_keys[0].concurrent: must be a whole number"]),
     ([{"name": "t", "key": "a" * 24, "rpm": 3}], ["vllm_gateway_keys[0]: unknown settings rpm"]),
+    ([{"name": "t", "key": "a" * 24, "expires": "2027-01-31"}], []),
+    ([{"name": "t", "key": "a" * 24, "expires": datetime.date(2020, 1, 1)}], []),  # listed, refused as expired
+    ([{"name": "t", "key": "a" * 24, "expires": "2027-01-31T18:00:00+01:00"}], []),
+    ([{"name": "t", "key": "a" * 24, "expires": "2027-01-31T18:00:00"}], ["vllm_gateway_keys[0].expires: '2027-01-31T18:00:00' is not"]),
+    ([{"name": "t", "key": "a" * 24, "expires": "soon"}], ["vllm_gateway_keys[0].expires: 'soon' is not a date"]),
+    ([{"name": "t", "key": "a" * 24, "expires": True}], ["vllm_gateway_keys[0].expires: 'True' is not a date"]),
 ])
 def test_validate_keys(keys, expected):
     errors = gateway.validate_keys(keys, host="gw")

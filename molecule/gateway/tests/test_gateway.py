@@ -5,6 +5,7 @@ the engine-exposure checks run inside the nodes. The load tests drive the real d
 scripts/loadgen.py sends requests through the gateway, and print the counts.
 """
 
+import hashlib
 import json
 import os
 import subprocess
@@ -252,12 +253,74 @@ def test_key_files_are_closed_and_keys_stay_out_of_config_and_logs(host):
     for path, mode, group in [("/etc/haproxy/vllm/keys.map", 0o640, "haproxy"), ("/etc/haproxy/vllm/engine.env", 0o600, "root")]:
         f = host.file(path)
         assert (f.mode, f.user, f.group) == (mode, "root", group), path
-    assert KEY in host.file("/etc/haproxy/vllm/keys.map").content_string
+    keys_map = host.file("/etc/haproxy/vllm/keys.map").content_string
+    assert hashlib.sha256(KEY.encode()).hexdigest() in keys_map and KEY not in keys_map  # the hash, never the key
     config = host.file("/etc/haproxy/haproxy.cfg").content_string
     assert KEY not in config and ENGINE_KEY not in config
     log = (Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "ansible.log").read_text()
     assert "Write the client keys" in log
     assert KEY not in log and SLOW_KEY not in log and ENGINE_KEY not in log
+
+
+def haproxy_pids(host):
+    """(master, newest worker): a reload forks a new worker."""
+    return (host.check_output("systemctl show -p MainPID --value haproxy"), host.check_output("pgrep -f -n '^/usr/sbin/haproxy'"))
+
+
+def ctl_key(host, *args, key=None):
+    """vllm-gateway-ctl key ARGS on the gateway node, a key on its stdin (never in its arguments)."""
+    cmd = " ".join(["printf '%%s\\n' %s |" if key else "", CTL, "key", *(["%s"] * len(args))])
+    run = host.run(cmd, *([key] if key else []), *args)
+    assert run.rc == 0, run.stdout + run.stderr
+    return json.loads(run.stdout)
+
+
+def test_a_key_revoked_mid_load_is_refused_at_once_and_a_new_one_works_without_a_reload(host, gateway_url):
+    """Issue 23, item 4: team-a's load runs on (scripts/loadgen.py) while a second key, added through the ctl,
+    is revoked mid-load: its next requests get 401, team-a loses nothing, a key added next works at once,
+    and the same HAProxy master and worker serve it all. The next deploy removes what the ctl added."""
+    revoked_key, new_key = "molecule-gw-key-revoked-3a9f", "molecule-gw-key-new-c41d"
+    pids = haproxy_pids(host)
+    ctl_key(host, "add", "mol-revoked", key=revoked_key)
+    results, stop = [], threading.Event()
+
+    def second_client():
+        for _ in range(2000):
+            if stop.is_set():
+                return
+            start = time.monotonic()
+            status = call(gateway_url, "/v1/models", key=revoked_key)[0]
+            results.append((start, time.monotonic(), status))
+            time.sleep(0.05)
+
+    with tempfile.TemporaryDirectory() as work:
+        proc, stop_file = start_load(gateway_url, 2000, work, pause=0.1)
+        client = threading.Thread(target=second_client, daemon=True)
+        client.start()
+        try:
+            while len(results) < 10:
+                time.sleep(0.1)
+            revoke_start = time.monotonic()
+            assert ctl_key(host, "revoke", "mol-revoked")["changed"]
+            revoked = time.monotonic()
+            while sum(1 for r in results if r[0] > revoked) < 10:
+                time.sleep(0.1)
+            assert ctl_key(host, "add", "mol-new", key=new_key)["ok"]
+            assert call(gateway_url, "/v1/models", key=new_key)[0] == 200
+        finally:
+            stop.set()
+            stop_file.touch()
+            client.join(timeout=60)
+        result = finish_load(proc)
+    ctl_key(host, "revoke", "mol-new")
+    before = {r[2] for r in results if r[1] < revoke_start}
+    after = {r[2] for r in results if r[0] > revoked}
+    print(f"\nteam-a under load: {json.dumps(result)}; revoked key: {before} before, {after} after")
+    assert before == {200} and after == {401}
+    assert result["failed"] == 0 and result["complete"] == result["sent"] > 0, result
+    assert haproxy_pids(host) == pids  # no reload
+    listed = json.dumps(ctl_key(host, "list"))
+    assert all(k not in listed for k in (KEY, revoked_key, new_key, hashlib.sha256(KEY.encode()).hexdigest()))
 
 
 def test_an_open_engine_without_an_api_key_is_refused_before_any_change(node2):
