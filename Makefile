@@ -76,7 +76,7 @@ test:  ## Everything CI runs: unit tests, alert-rule tests, linters, syntax chec
 # On every core (pytest-xdist); PYTEST_WORKERS=0 runs them in one process.
 PYTEST_WORKERS ?= auto
 test-unit: setup  ## pytest: planner, nvidia-smi parsing, diagnosis, compatibility, instance records (on every core)
-	$(PY) -m pytest tests/unit -q -n $(PYTEST_WORKERS)
+	$(PY) -m pytest tests/unit -q -n $(PYTEST_WORKERS) --dist loadgroup
 
 # The rules file is a template (thresholds from the inventory): rendered with the role's defaults,
 # which tests/promtool/vllm-deploy.test.yml assumes. promtool comes with Debian's prometheus package.

@@ -36,6 +36,10 @@ INVENTORY = [{"name": "team-a", "key": CLIENT_KEY}, {"name": "team-b", "key": KE
              {"name": "team-old", "key": KEY_OLD, "expires": datetime.date(2020, 1, 1)}]
 COMPLETION = json.dumps({"model": "tiny-a", "prompt": "hi", "max_tokens": 4}).encode()
 
+# The tests build on one another's changes to one running HAProxy (the module's fixture): one worker
+# runs them all, in order (make test-unit: pytest-xdist's --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("gateway_keys")
+
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory):
