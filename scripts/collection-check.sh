@@ -27,7 +27,7 @@ tarball=("$WORK"/build/vllm_deploy-fleet-*.tar.gz)
 tar -tzf "${tarball[0]}" > "$WORK/contents"
 for must in MANIFEST.json meta/runtime.yml pyproject.toml vllm_deploy/data/versions.yaml \
             roles/vllm_validate/tasks/main.yml playbooks/deploy.yml plugins/filter/vllm_deploy_filters.py \
-            templates/vllm.service.j2; do
+            roles/vllm_serve/templates/vllm.service.j2; do
   grep -qx "$must" "$WORK/contents" || fail "the tarball lacks $must"
 done
 if grep -E '^(\.venv|\.cache|\.git|collections|molecule|tests)/' "$WORK/contents" | head -3 | grep .; then

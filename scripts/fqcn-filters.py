@@ -7,8 +7,8 @@ Jinja plugins need their FQCN). Roles and modules resolve by short name inside t
 filters change. From a checkout the FQCN resolves too: collections/ansible_collections/vllm_deploy/fleet
 links back to the checkout (found beside deploy.yml, and through ansible.cfg's collections_path).
 
-    scripts/fqcn-filters.py            rewrite roles/, playbooks/, templates/, molecule/ (idempotent), and
-                                       the tests' Jinja environments that render templates/ (`"vllm_x": f`)
+    scripts/fqcn-filters.py            rewrite roles/, playbooks/, molecule/ (idempotent), and the tests'
+                                       Jinja environments that render the roles' templates (`"vllm_x": f`)
     scripts/fqcn-filters.py --check    change nothing; exit 1 and list each short use left
 
 The filter names are read from plugins/filter/*.py (the @_filter registry), so a new filter is covered.
@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PREFIX = "vllm_deploy.fleet."
-SCAN = ("roles", "playbooks", "templates", "molecule")
+SCAN = ("roles", "playbooks", "molecule")
 SUFFIXES = {".yml", ".yaml", ".j2"}
 MAX_LINE = 160  # .yamllint line-length
 # `key: "{{ expr }}"` on one line: folded as `key: >-` + the expression alone, the value is unchanged.

@@ -87,3 +87,19 @@ def truncation_note(tail: Tail) -> str | None:
         return None
     return (f"read the last {tail.window_bytes / MiB:.1f} MiB of a {tail.total_bytes / MiB:.1f} MiB input "
             "(the failure a log ends with is in its tail)")
+
+
+class InputError(Exception):
+    """An input that cannot be read; the CLI prints it as one line and exits 2, as for any bad input."""
+
+
+def read_input(path: str | None) -> bytes:
+    """A CLI's input, its last MAX_INPUT_BYTES (a note on stderr says when more was skipped)."""
+    try:
+        tail = read_tail(path)
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    note = truncation_note(tail)
+    if note:
+        print(f"vllm-deploy: note: {note}", file=sys.stderr)
+    return tail.data

@@ -1,7 +1,8 @@
 """The instance record as Compose renders it: command, environment, device requests.
 
 Records come from vllm_deploy.instances.build_instance (the same function the roles call), and the
-Compose file from the real templates/compose.yml.j2; `docker-compose config` checks it where present.
+Compose file from the real roles/vllm_serve/templates/compose.yml.j2; `docker-compose config` checks it
+where present.
 """
 
 from __future__ import annotations
@@ -71,8 +72,8 @@ def test_device_ids_are_strings(gpus, ids):
 
 
 def render(rec, **compose):
-    """templates/compose.yml.j2 with the same filters the role registers."""
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(REPO / "templates")), trim_blocks=True)
+    """roles/vllm_serve/templates/compose.yml.j2 with the same filters the role registers."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(REPO / "roles/vllm_serve/templates")), trim_blocks=True)
     env.filters.update({
         "to_json": json.dumps, "comment": lambda s: f"#\n# {s}\n#",
         "vllm_deploy.fleet.vllm_container_args": containers.container_args, "vllm_deploy.fleet.vllm_container_env": containers.container_env,

@@ -64,7 +64,7 @@ def test_every_filter_the_roles_and_playbooks_call_is_registered():
     import re
 
     called = {}
-    for top in ("roles", "playbooks", "templates", "molecule"):
+    for top in ("roles", "playbooks", "molecule"):
         for path in (REPO / top).rglob("*"):
             if path.suffix in (".yml", ".yaml", ".j2") and path.is_file():
                 for name in re.findall(r"\|\s*vllm_deploy\.fleet\.(\w+)", path.read_text()):

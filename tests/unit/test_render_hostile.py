@@ -50,7 +50,7 @@ def record(**inst):
 
 
 def jinja_env():
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(REPO / "templates")), trim_blocks=True,
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(REPO / "roles/vllm_serve/templates")), trim_blocks=True,
                              undefined=jinja2.StrictUndefined)
     env.filters.update(CoreFilters().filters())
     # The templates call the filters by their collection names (vllm_deploy.fleet.*), as Ansible does.

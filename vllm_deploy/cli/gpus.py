@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from vllm_deploy.cli_diagnose import read_input
+from vllm_deploy.inputs import read_input
 from vllm_deploy.nvidia_smi import gpu_facts
 
 HELP = "Parse nvidia-smi output (--query-gpu CSV or the plain table) into the facts gpu_facts sets."

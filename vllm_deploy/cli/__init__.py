@@ -1,4 +1,5 @@
-"""`vllm-deploy` command line: one subcommand per module, each exposing add_arguments(parser) and run(args)."""
+"""`vllm-deploy` command line: one subcommand per module of this package, each exposing add_arguments(parser)
+and run(args)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,14 @@ import argparse
 import importlib
 import sys
 
+from vllm_deploy.inputs import InputError
+
 # subcommand -> module; each module defines HELP (one line), add_arguments(parser) and run(args) -> int.
 COMMANDS = {
-    "plan": "vllm_deploy.cli_plan",
-    "diagnose": "vllm_deploy.cli_diagnose",
-    "gpus": "vllm_deploy.cli_gpus",
-    "bench-report": "vllm_deploy.cli_bench",
+    "plan": "vllm_deploy.cli.plan",
+    "diagnose": "vllm_deploy.cli.diagnose",
+    "gpus": "vllm_deploy.cli.gpus",
+    "bench-report": "vllm_deploy.cli.bench",
 }
 
 
@@ -38,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args._run(args) or 0)
-    except UsageError as exc:
+    except (UsageError, InputError) as exc:
         print(f"vllm-deploy {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:

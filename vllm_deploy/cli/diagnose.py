@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import sys
 
-from vllm_deploy.cli import UsageError
 from vllm_deploy.diagnose import diagnose
-from vllm_deploy.inputs import read_tail, truncation_note
+from vllm_deploy.inputs import read_input
 
 HELP = "Diagnose a failed vLLM server from its log (journal, container log or excerpt; stdin by default)."
 
@@ -16,18 +14,6 @@ def add_arguments(parser) -> None:
     parser.add_argument("logfile", nargs="?", default="-",
                         help="log file to read, or - for stdin (default); only its last MiB is read")
     parser.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
-
-
-def read_input(path: str) -> bytes:
-    """The input's last inputs.MAX_INPUT_BYTES (a note on stderr says when more was skipped)."""
-    try:
-        tail = read_tail(path)
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    note = truncation_note(tail)
-    if note:
-        print(f"vllm-deploy: note: {note}", file=sys.stderr)
-    return tail.data
 
 
 def run(args) -> int:
