@@ -280,7 +280,7 @@ def _http_error(model: str, what: str, url: str, exc: BaseException) -> WeightsE
         return WeightsError(f"model {model}: {what}: HTTP {exc.code} from {url}; {fix}")
     reason = getattr(exc, "reason", exc)
     return WeightsError(f"model {model}: {what}: cannot reach {url} ({reason}); "
-                        "check vllm_models.{model}.url and that the store answers from this host".replace("{model}", model))
+                        f"check vllm_models.{model}.url and that the store answers from this host")
 
 
 def load_manifest(prefix: str, model: str = "", timeout: float = 30) -> dict[str, Any]:

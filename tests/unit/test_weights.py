@@ -11,6 +11,7 @@ not reachable from these machines.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -386,9 +387,7 @@ HUB_LFS = {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors
 @pytest.fixture(scope="module")
 def olah(tmp_path_factory):
     pytest.importorskip("huggingface_hub")
-    try:
-        import olah  # noqa: F401  (pinned in requirements.txt; a missing one is a setup fault, not a skip)
-    except ImportError:
+    if importlib.util.find_spec("olah") is None:   # pinned in requirements.txt: a setup fault, not a skip
         pytest.fail("olah is not installed: pip install -r requirements.txt")
     root = tmp_path_factory.mktemp("olah")
     mirrors = root / "mirrors"
