@@ -29,7 +29,12 @@ PATH_RE = re.compile(r"/[^\s:]*")
 CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 INSTANCE_KEYS = ("name", "model", "gpus", "port", "bind", "flags", "env", "cpu_kv_cache_space_gib", "cpus")
-MODEL_KEYS = ("path", "source", "served_name", "generate", "private")
+MODEL_KEYS = ("path", "source", "served_name", "generate", "private", "url", "repo", "revision", "endpoint", "include", "exclude")
+# The keys each fetched source reads (vllm_deploy/weights.py), the required ones first.
+SOURCE_KEYS = {"url": ("url",), "hub": ("repo", "revision", "endpoint", "include", "exclude")}
+SOURCE_REQUIRED = {"url": ("url",), "hub": ("repo", "revision")}
+HUB_REPO_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?")
+HTTP_URL_RE = re.compile(r"https?://[^\s/]+(/\S*)?")
 # roles/vllm_model/files/tiny_model.py's options (a `source: generate` model's shape).
 GENERATE_KEYS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "max_position", "vocab", "seed")
 
@@ -77,7 +82,7 @@ OWNED_ENV = {
     "VLLM_DEPLOY_PORT": "the deploy sets it to the instance's port for the image's health check; remove it",
 }
 ENGINES = ("auto", "gpu", "cpu")
-MODEL_SOURCES = ("present", "generate")
+MODEL_SOURCES = ("present", "generate", "url", "hub")
 
 
 def is_mig_ref(value: Any) -> bool:
@@ -274,7 +279,50 @@ def _check_models(problems: _Problems, models: Any) -> dict:
             err(f"{var}.private", f"must be true or false, got {_describe(model['private'])}",
                 "set private: true for weights only the service user may read")
         _check_generate(problems, var, model.get("generate", {}))
+        _check_source_keys(problems, var, model, source)
     return models
+
+
+SOURCE_EXAMPLES = {
+    "url": "e.g. url: https://store.example/models/qwen7b (the prefix that serves manifest.json)",
+    "repo": "e.g. repo: Qwen/Qwen2.5-7B-Instruct",
+    "revision": "pin the 40-hex commit the hub resolves its branch to (HfApi().model_info(repo).sha)",
+}
+
+
+def _check_source_keys(problems: _Problems, var: str, model: dict, source: Any) -> None:
+    """A `url` / `hub` model's keys (vllm_deploy/weights.py reads them); no fetch key on another source."""
+    err = problems.err
+    mine = SOURCE_KEYS.get(source, ())
+    for other, keys in SOURCE_KEYS.items():
+        for key in keys:
+            if key in model and key not in mine:
+                err(f"{var}.{key}", f"is read only with source: {other}", f"remove it, or set source: {other}")
+    for key in SOURCE_REQUIRED.get(source, ()):
+        if key not in model:
+            err(f"{var}.{key}", f"is required with source: {source}", SOURCE_EXAMPLES[key])
+    if source == "url" and "url" in model:
+        _check_http_url(problems, f"{var}.url", model["url"])
+    if source != "hub":
+        return
+    if "repo" in model and not (isinstance(model["repo"], str) and HUB_REPO_RE.fullmatch(model["repo"])):
+        err(f"{var}.repo", f"{model['repo']!r} is not a hub repo id", SOURCE_EXAMPLES["repo"])
+    revision = model.get("revision")
+    if "revision" in model and not (isinstance(revision, str) and re.fullmatch(r"[0-9a-f]{40}", revision)):
+        err(f"{var}.revision", f"{revision!r} is not a 40-hex commit (a branch or tag moves under a deploy)",
+            "pin the commit it resolves to now: HfApi().model_info(repo, revision=NAME).sha")
+    if "endpoint" in model:
+        _check_http_url(problems, f"{var}.endpoint", model["endpoint"])
+    for key in ("include", "exclude"):
+        patterns = model.get(key)
+        # An empty exclude is meaningful (keep original/* too); an empty include would fetch nothing.
+        if key in model and not (isinstance(patterns, list) and (patterns or key == "exclude") and all(isinstance(p, str) and p and not control_char(p) for p in patterns)):
+            err(f"{var}.{key}", f"must be a list of file patterns, got {_describe(patterns)}", f'e.g. {key}: ["*.safetensors", "*.json"]')
+
+
+def _check_http_url(problems: _Problems, var: str, value: Any) -> None:
+    if not isinstance(value, str) or control_char(value) or not HTTP_URL_RE.fullmatch(value):
+        problems.err(var, f"must be an http:// or https:// URL, got {value!r}", "e.g. https://store.example/models/qwen7b")
 
 
 def _check_model_path(problems: _Problems, var: str, path: Any) -> None:
