@@ -30,6 +30,14 @@ class MissingFixture(AssertionError):
     """A fixture file the tests need is not in the checkout: a failure, never a skip."""
 
 
+def failure_logs(directory: Path, at_least: int, guide: str) -> list[str]:
+    """The .log names of a folder of collected failure logs, sorted; MissingFixture below `at_least`."""
+    names = sorted(p.name for p in directory.glob("*.log")) if directory.is_dir() else []
+    if len(names) < at_least:
+        raise MissingFixture(f"expected at least {at_least} logs in {directory}, found {len(names)} (see its {guide})")
+    return names
+
+
 def calibration_dir(name: str) -> Path:
     path = CALIBRATION / name
     if not path.is_dir():

@@ -12,21 +12,14 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from conftest import REPO, MissingFixture
+from conftest import REPO, failure_logs
 from vllm_deploy.diagnose import CATEGORIES, PHASES, diagnose
 from vllm_deploy.ladder import ACTIONS
 
 BLIND = REPO / "tests" / "fixtures" / "vllm-failures-blind"
 
 
-def _logs() -> list[str]:
-    names = sorted(p.name for p in BLIND.glob("*.log")) if BLIND.is_dir() else []
-    if len(names) < 60:
-        raise MissingFixture(f"expected at least 60 logs in {BLIND}, found {len(names)} (see its PROTOCOL.md)")
-    return names
-
-
-LOGS = _logs()
+LOGS = failure_logs(BLIND, 60, "PROTOCOL.md")
 DEV = [n for i, n in enumerate(LOGS) if i % 3 != 2]
 HELD = [n for i, n in enumerate(LOGS) if i % 3 == 2]
 KNOWN_MISSES = {

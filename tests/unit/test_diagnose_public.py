@@ -14,21 +14,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, MissingFixture
+from conftest import REPO, failure_logs
 from vllm_deploy.diagnose import CATEGORIES, PHASES, diagnose
 from vllm_deploy.ladder import ACTIONS, MEMORY_CATEGORIES
 
 PUBLIC = REPO / "tests" / "fixtures" / "vllm-failures-public"
 
 
-def _logs() -> list[str]:
-    names = sorted(p.name for p in PUBLIC.glob("*.log")) if PUBLIC.is_dir() else []
-    if len(names) < 50:
-        raise MissingFixture(f"expected at least 50 logs in {PUBLIC}, found {len(names)} (see its SOURCES.md)")
-    return names
-
-
-LOGS = _logs()
+LOGS = failure_logs(PUBLIC, 50, "SOURCES.md")
 KNOWN_MISSES = {
     # (log, what): why the classifier cannot see what the thread found
     ("011-shm-exhausted-nccl-system-error-v1-dp16.log", "category"):
