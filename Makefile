@@ -18,12 +18,11 @@ WHEELHOUSE ?= $(CURDIR)/.cache/wheelhouse
 export NODE_IMAGE WHEELHOUSE
 SCENARIOS ?= default resilience driver-upgrade compose gateway multinode
 # `make test` runs two lanes at once, each on its own half of the cores (scripts/test-all.sh), each a
-# list of checks (make targets) and scenarios run in order, split so that they end together: lane 2
-# starts with compose (the bare image: no wait for the baked one) and then runs the checks
-# (check-vllm-args reads the baked image). The scenarios named in neither lane need every core and
-# run alone after.
+# list of checks (make targets) and scenarios run in order: lane 1 starts with default (the bare
+# image: no wait for the baked one), lane 2 with the checks (check-vllm-args reads the baked image).
+# The scenarios named in neither lane need every core and run alone after.
 LANE1 ?= default resilience
-LANE2 ?= compose test-unit test-rules lint syntax collection-check check-vllm-args driver-upgrade
+LANE2 ?= test-unit test-rules lint syntax collection-check check-vllm-args driver-upgrade compose
 # Throwaway venv (outside the repo) holding the pinned vLLM whose argument list is dumped.
 VLLM_ARGS_VENV ?= /var/tmp/vllm-args-venv
 STAGING   := -i inventory/staging/hosts.yml

@@ -7,8 +7,8 @@
 # install in a Compose image boot from (they wait for it), and which check-vllm-args reads vLLM's
 # argument list in. Then two lanes at once, each with its own share of the machine's cores (on CI's 2
 # cores: one each). LANE1 and LANE2 (Makefile) list what each runs in order, checks (make targets)
-# and scenarios, split so that the lanes end together; both start with a scenario whose nodes boot
-# the bare image (no wait), and check-vllm-args reads vLLM's argument list in the baked image.
+# and scenarios: lane 1 starts with default, whose nodes boot the bare image (no wait), lane 2 with
+# the checks while the image is baked; check-vllm-args reads vLLM's argument list in that image.
 # Each lane's nodes are pinned to its cores (MOLECULE_NODE_CPUS, read by molecule/shared/create.yml),
 # so a busy engine in one lane never takes the other lane's core. A scenario spends about half its
 # time on one core (Python imports, one engine start after another, waits): measured on resilience's
