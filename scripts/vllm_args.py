@@ -177,27 +177,32 @@ def _ensure_venv(venv: Path, wheelhouse: Path, pin: dict) -> Path:
     return python
 
 
+# What the parser is built with, in a venv or in a node image: quiet, offline, no usage report.
+DUMP_ENV = {"VLLM_LOGGING_LEVEL": "ERROR", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
+
+
+def _read_dump(run: subprocess.CompletedProcess, where: str) -> dict:
+    if run.returncode != 0:
+        print(run.stderr[-4000:], file=sys.stderr)
+        raise SystemExit(f"vllm_args: vLLM's parser could not be built {where}")
+    return json.loads(run.stdout)
+
+
 def _dump(python: Path) -> dict:
-    env = dict(os.environ, VLLM_LOGGING_LEVEL="ERROR", HF_HUB_OFFLINE="1", VLLM_NO_USAGE_STATS="1")
+    env = dict(os.environ, **DUMP_ENV)
     env.pop("PYTHONPATH", None)
     run = subprocess.run([str(python), str(Path(__file__).resolve()), "--inside"], capture_output=True, text=True,
                          env=env, cwd="/")
-    if run.returncode != 0:
-        print(run.stderr[-4000:], file=sys.stderr)
-        raise SystemExit(f"vllm_args: vLLM's parser could not be built with {python}")
-    return json.loads(run.stdout)
+    return _read_dump(run, f"with {python}")
 
 
 def _dump_in_image(image: str, venv: str) -> dict:
     """The dump from the vLLM a node image holds: this file on the image's venv Python's stdin."""
+    env = [arg for name, value in DUMP_ENV.items() for arg in ("-e", f"{name}={value}")]
     run = subprocess.run(["docker", "run", "--rm", "-i", "--network", "none", "--entrypoint", f"{venv}/bin/python",
-                          "-e", "VLLM_LOGGING_LEVEL=ERROR", "-e", "HF_HUB_OFFLINE=1", "-e", "VLLM_NO_USAGE_STATS=1",
-                          "-w", "/", image, "-", "--inside"],
+                          *env, "-w", "/", image, "-", "--inside"],
                          input=Path(__file__).read_text(), capture_output=True, text=True)
-    if run.returncode != 0:
-        print(run.stderr[-4000:], file=sys.stderr)
-        raise SystemExit(f"vllm_args: vLLM's parser could not be built in {image} ({venv})")
-    return json.loads(run.stdout)
+    return _read_dump(run, f"in {image} ({venv})")
 
 
 def render(dump: dict, note: str | None = None) -> str:
