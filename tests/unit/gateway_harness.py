@@ -6,6 +6,8 @@ A test needing what is not installed (haproxy, lua-cjson) is skipped naming the 
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import json
 import os
 import shutil
@@ -24,6 +26,16 @@ from conftest import REPO
 from vllm_deploy import gateway
 
 ROLE = REPO / "roles" / "vllm_gateway"
+
+
+def load_ctl():
+    """roles/vllm_gateway/files/vllm-gateway-ctl as a module (it has no .py name: it is installed as a command)."""
+    path = ROLE / "files" / "vllm-gateway-ctl"
+    loader = importlib.machinery.SourceFileLoader("vllm_gateway_ctl", str(path))
+    spec = importlib.util.spec_from_loader("vllm_gateway_ctl", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
 CLIENT_KEY = "client-key-0123456789abcdef"
 ENGINE_KEY = "engine-key-0123456789abcdef"
 

@@ -7,28 +7,18 @@ the same command against the real HAProxy."""
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import json
 
 import pytest
 
 from conftest import REPO
+from gateway_harness import load_ctl
 
 HEADER = ("pxname,svname,qcur,qmax,scur,smax,slim,stot,bin,bout,dreq,dresp,ereq,econ,eresp,wretr,wredis,status,"
           "weight,act,bck,chkfail,chkdown,lastchg,downtime,qlimit,pid,iid,sid,throttle,lbtot,tracked,type,rate,"
           "rate_lim,rate_max,check_status,check_code,check_duration,hrsp_1xx,hrsp_2xx,hrsp_3xx,hrsp_4xx,hrsp_5xx,"
           "hrsp_other,hanafail,req_rate,req_rate_max,req_tot,cli_abrt,srv_abrt,comp_in,comp_out,comp_byp,comp_rsp,"
           "lastsess,last_chk,last_agt,qtime,ctime,rtime,ttime").split(",")
-
-
-def load_ctl():
-    path = REPO / "roles" / "vllm_gateway" / "files" / "vllm-gateway-ctl"
-    loader = importlib.machinery.SourceFileLoader("vllm_gateway_ctl", str(path))
-    spec = importlib.util.spec_from_loader("vllm_gateway_ctl", loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
 
 
 ctl = load_ctl()

@@ -24,7 +24,9 @@ import time
 
 import pytest
 
-from gateway_harness import CLIENT_KEY, ENGINE_KEY, ROLE, backend_table, free_port, haproxy_binary, render_config, running_gateway
+from gateway_harness import (CLIENT_KEY, ENGINE_KEY, ROLE, backend_table, free_port, haproxy_binary, load_ctl, render_config,
+                             running_gateway)
+from vllm_deploy import gateway
 
 CTL = ROLE / "files" / "vllm-gateway-ctl"
 KEY_B = "team-b-key-0123456789abcdef"
@@ -248,3 +250,17 @@ def _listening(port):
         return True
     except OSError:
         return False
+
+
+def test_the_ctl_keeps_the_same_key_rules_as_the_role():
+    """vllm-gateway-ctl runs on the gateway host with the standard library only, so it keeps its own
+    copies of the key and name patterns and of the expiry rule: they must say what vllm_deploy.gateway says."""
+    ctl_module = load_ctl()
+    assert ctl_module.KEY_RE.pattern == gateway.KEY_RE.pattern
+    assert ctl_module.KEY_NAME_RE.pattern == gateway.KEY_NAME_RE.pattern
+    for text in ("2027-01-31", "2027-01-31T18:00:00+01:00", "2027-01-31T18:00:00Z", " 2030-06-01 "):
+        assert ctl_module.expiry_epoch(text) == gateway.expiry_epoch(text), text
+    for text in ("2027-01-31T18:00:00", "tomorrow", "2027-13-01"):
+        assert gateway.expiry_epoch(text) is None
+        with pytest.raises(ctl_module.Refused):
+            ctl_module.expiry_epoch(text)
