@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Check (and where we can, install) what vllm-deploy needs on the controller: Python 3.10+ with venv,
-# the Docker engine (running), debootstrap, Compose, promtool, HAProxy and lua-cjson (staging/tests
+# the Docker engine (running), debootstrap, Compose, promtool, HAProxy, lua-cjson, rsync and nginx (staging/tests
 # only). As root on Debian/Ubuntu it installs and starts what is missing and says so; otherwise it
 # prints the command.
 set -euo pipefail
@@ -18,6 +18,10 @@ command -v promtool >/dev/null 2>&1 || need_pkgs+=(prometheus)
 # The gateway's unit test runs the real HAProxy with the role's Lua body reader (lua-cjson).
 command -v haproxy >/dev/null 2>&1 || [[ -x /usr/sbin/haproxy ]] || need_pkgs+=(haproxy)
 if command -v dpkg >/dev/null 2>&1 && ! dpkg -s lua-cjson >/dev/null 2>&1; then need_pkgs+=(lua-cjson); fi
+# Weights reach the nodes from the controller's fleet cache with rsync (ansible.posix.synchronize);
+# the gateway scenario's store is nginx on loopback.
+command -v rsync >/dev/null 2>&1 || need_pkgs+=(rsync)
+command -v nginx >/dev/null 2>&1 || [[ -x /usr/sbin/nginx ]] || need_pkgs+=(nginx-light)
 if ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null 2>&1; then
   need_pkgs+=(docker-compose)
 fi
@@ -35,6 +39,10 @@ if ((${#need_pkgs[@]})); then
     if [[ " ${need_pkgs[*]} " == *" prometheus "* && -d /run/systemd/system ]]; then
       echo "prereqs: disabling the prometheus service the package started (only promtool is used here)"
       systemctl disable --now prometheus >/dev/null 2>&1 || true
+    fi
+    if [[ " ${need_pkgs[*]} " == *" nginx-light "* && -d /run/systemd/system ]]; then
+      echo "prereqs: disabling the nginx service the package started (the tests run their own)"
+      systemctl disable --now nginx >/dev/null 2>&1 || true
     fi
     if [[ " ${need_pkgs[*]} " == *" haproxy "* && -d /run/systemd/system ]]; then
       echo "prereqs: disabling the haproxy service the package started (the tests run their own)"

@@ -32,6 +32,7 @@ import os
 import posixpath
 import re
 import shutil
+import sys
 import time
 import urllib.error
 import urllib.parse
@@ -195,14 +196,8 @@ def _select(paths: Iterable[str], include: Iterable[str] | None, exclude: Iterab
 
 # --- the shared loop ---------------------------------------------------------------------------
 
-def _sync(model: str, dest: Path, specs: list[FileSpec], download: Callable[[FileSpec, bool], tuple[Path, int]],
-          verify: str, source: dict[str, Any], retries: int, margin: float) -> FetchResult:
-    """Bring each spec into ``dest``: keep what the record vouches for, hash the rest, download what is wrong."""
-    if verify not in ("changed", "full"):
-        raise WeightsError(f"model {model}: verify must be 'changed' or 'full', got {verify!r}")
-    dest.mkdir(parents=True, exist_ok=True)
-    record = load_record(dest)
-    result = FetchResult(files=[s.path for s in specs], total_bytes=sum(s.size for s in specs))
+def _triage(dest: Path, specs: list[FileSpec], verify: str, record: dict[str, Any], result: FetchResult) -> list[FileSpec]:
+    """The specs not yet in place: what the record vouches for is kept unread, the rest is hashed."""
     todo: list[FileSpec] = []
     for spec in specs:
         final = dest / spec.path
@@ -216,6 +211,18 @@ def _sync(model: str, dest: Path, specs: list[FileSpec], download: Callable[[Fil
                 continue
         record.pop(spec.path, None)
         todo.append(spec)
+    return todo
+
+
+def _sync(model: str, dest: Path, specs: list[FileSpec], download: Callable[[FileSpec, bool], tuple[Path, int]],
+          verify: str, source: dict[str, Any], retries: int, margin: float) -> FetchResult:
+    """Bring each spec into ``dest``: keep what the record vouches for, hash the rest, download what is wrong."""
+    if verify not in ("changed", "full"):
+        raise WeightsError(f"model {model}: verify must be 'changed' or 'full', got {verify!r}")
+    dest.mkdir(parents=True, exist_ok=True)
+    record = load_record(dest)
+    result = FetchResult(files=[s.path for s in specs], total_bytes=sum(s.size for s in specs))
+    todo = _triage(dest, specs, verify, record, result)
     _save_record(dest, record, source)
     if not todo:
         return result
@@ -528,3 +535,141 @@ def fetch_planning_files(source: dict[str, Any], dest: str | os.PathLike, *, mod
         raise WeightsError(f"model {model}: source {kind!r} has nothing to fetch; use source: url or source: hub")
     result.total_bytes = total
     return result
+
+
+# --- revisions, the fleet cache and the nodes ----------------------------------------------------
+
+def url_revision(specs: list[FileSpec]) -> str:
+    """A `url` model's revision: 12 hex digits of the digest of its listing (paths, sizes, sha256).
+    The same files give the same revision whatever the manifest's order or formatting."""
+    listing = sorted((s.path, s.size, s.sha256 or "") for s in specs)
+    return hashlib.sha256(json.dumps(listing).encode()).hexdigest()[:12]
+
+
+def revision_dir(revision: str) -> str:
+    """The directory a revision lives in, beside the model's other revisions (a hub commit: its 12 first digits)."""
+    return revision[:12]
+
+
+def specs_to_json(specs: list[FileSpec]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in (("path", s.path), ("size", s.size), ("sha256", s.sha256), ("git_sha1", s.git_sha1)) if v is not None}
+            for s in specs]
+
+
+def specs_from_json(entries: list[dict[str, Any]], model: str = "") -> list[FileSpec]:
+    return [FileSpec(_safe_relpath(model, e["path"]), int(e["size"]), sha256=e.get("sha256"), git_sha1=e.get("git_sha1"))
+            for e in entries]
+
+
+def seed_from_siblings(dest: str | os.PathLike, specs: list[FileSpec]) -> list[str]:
+    """Hard-link into ``dest`` each wanted file that a sibling revision directory already holds,
+    verified by its record with the same digest: a new revision that changes one file fetches one file."""
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    record = load_record(dest)
+    seeded = []
+    siblings = [d for d in sorted(dest.parent.iterdir()) if d.is_dir() and d != dest] if dest.parent.is_dir() else []
+    for spec in specs:
+        final = dest / spec.path
+        if final.exists():
+            continue
+        for sibling in siblings:
+            other = sibling / spec.path
+            if _recorded_ok(other, spec, load_record(sibling).get(spec.path)):
+                final.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    os.link(other, final)
+                except OSError:
+                    shutil.copy2(other, final)
+                record[spec.path] = _record_entry(final, spec)
+                seeded.append(spec.path)
+                break
+    if seeded:
+        _save_record(dest, record, {"seeded": True})
+    return seeded
+
+
+def verify_dir(dest: str | os.PathLike, specs: list[FileSpec], verify: str = "changed", dry_run: bool = False) -> dict[str, Any]:
+    """Check a copy (a node's) against the source's listing.
+
+    Answers the ``missing`` files, the ``wrong`` ones (removed, so that the next copy brings them whole;
+    left in place with ``dry_run``), the ``hashed`` ones, the bytes still ``needed``, the ``free`` bytes
+    where they would land, and the model's other revision directories (``siblings``, newest first).
+    The record keeps the verified files unread next time."""
+    dest = Path(dest)
+    record = load_record(dest)
+    result = FetchResult()
+    todo = _triage(dest, specs, verify, record, result) if dest.is_dir() else list(specs)
+    missing, wrong = [], []
+    for spec in todo:
+        final = dest / spec.path
+        if final.is_file():
+            if not dry_run:
+                final.unlink()
+            wrong.append(spec.path)
+        else:
+            missing.append(spec.path)
+    if dest.is_dir() and not dry_run:
+        _save_record(dest, record, {"verified": True})
+    probe = dest
+    while not probe.exists():
+        probe = probe.parent
+    return {"missing": missing, "wrong": wrong, "hashed": result.hashed, "needed": sum(s.size for s in todo),
+            "free": shutil.disk_usage(probe).free, "siblings": [d.name for d in _revisions(dest.parent) if d != dest]}
+
+
+def _revisions(model_dir: Path) -> list[Path]:
+    """A model's revision directories, the most recently verified first (by their record's mtime)."""
+    if not model_dir.is_dir():
+        return []
+    found = [d for d in model_dir.iterdir() if d.is_dir() and _record_path(d).is_file()]
+    return sorted(found, key=lambda d: _record_path(d).stat().st_mtime_ns, reverse=True)
+
+
+def prune(model_dir: str | os.PathLike, current: str, keep: int) -> list[str]:
+    """Remove the revisions of a model beyond the ``keep`` most recently verified, never ``current``."""
+    kept, removed = 1, []
+    for d in _revisions(Path(model_dir)):
+        if d.name == current:
+            continue
+        if kept < keep:
+            kept += 1
+            continue
+        shutil.rmtree(d)
+        removed.append(d.name)
+    return removed
+
+
+def write_manifest(directory: str | os.PathLike) -> dict[str, Any]:
+    """Publish a model directory to a `url` store: its manifest.json (every file but hidden ones and the
+    manifest itself, with size and sha256)."""
+    directory = Path(directory)
+    files = []
+    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+        rel = path.relative_to(directory).as_posix()
+        if rel == MANIFEST_NAME or any(part.startswith(".") for part in rel.split("/")):
+            continue
+        files.append({"path": rel, "size": path.stat().st_size, "sha256": hash_file(path)})
+    manifest = {"files": files}
+    (directory / MANIFEST_NAME).write_text(json.dumps(manifest, indent=1) + "\n")
+    return manifest
+
+
+def _main(argv: list[str]) -> int:
+    """On a node (this file alone, the standard library):
+
+    ``python3 weights.py verify DEST LISTING.json changed|full [check]``: verify_dir's answer as JSON;
+    ``python3 weights.py prune MODEL_DIR CURRENT KEEP``: the revisions removed, as JSON."""
+    if len(argv) in (4, 5) and argv[0] == "verify":
+        specs = specs_from_json(json.loads(Path(argv[2]).read_text()))
+        print(json.dumps(verify_dir(argv[1], specs, argv[3], dry_run=argv[4:] == ["check"])))
+        return 0
+    if len(argv) == 4 and argv[0] == "prune":
+        print(json.dumps(prune(argv[1], argv[2], int(argv[3]))))
+        return 0
+    print("usage: weights.py verify DEST LISTING.json changed|full [check] | prune MODEL_DIR CURRENT KEEP", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

@@ -15,6 +15,7 @@ COMMANDS = {
     "diagnose": "vllm_deploy.cli.diagnose",
     "gpus": "vllm_deploy.cli.gpus",
     "bench-report": "vllm_deploy.cli.bench",
+    "weights": "vllm_deploy.cli.weights",
 }
 
 

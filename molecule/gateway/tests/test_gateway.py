@@ -8,6 +8,7 @@ scripts/loadgen.py sends requests through the gateway, and print the counts.
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -97,6 +98,47 @@ def finish_load(proc, timeout=600):
     return json.loads(out.strip().splitlines()[-1])
 
 
+# --- weights from the store through the fleet cache (issue 22) ----------------------------------------
+
+STORE = Path(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", "/nonexistent")) / "store"
+
+
+def store_files(rev):
+    """{path: bytes} of a revision as prepare.yml published it (the store's own directory)."""
+    root = STORE / "root" / "tiny-a" / rev
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and p.name != "manifest.json"}
+
+
+def store_log_lines():
+    return (STORE / "access.log").read_text().splitlines() if (STORE / "access.log").exists() else []
+
+
+def store_bytes(lines, rev, name=None):
+    """Body bytes nginx sent for tiny-a/<rev>'s files (manifests apart) in these access-log lines."""
+    total = 0
+    for line in lines:
+        parts = line.split('"')
+        method, uri = parts[1].split()[:2]
+        status, size = parts[2].split()[:2]
+        if method == "GET" and uri.startswith(f"/tiny-a/{rev}/") and not uri.endswith("/manifest.json") \
+                and (name is None or uri.endswith("/" + name)) and status in ("200", "206"):
+            total += int(size)
+    return total
+
+
+def served_dir(node, unit="vllm-a"):
+    """The directory the unit's engine serves (--model), from systemd's own view of the unit."""
+    argv = node.check_output(f"systemctl show -p ExecStart --value {unit}").split()
+    return argv[argv.index("--model") + 1]
+
+
+def assert_holds(node, directory, rev):
+    """Every file of the revision on the node, byte for byte as the store has it."""
+    for rel, data in store_files(rev).items():
+        assert node.check_output(f"sha256sum {directory}/{rel}").split()[0] == hashlib.sha256(data).hexdigest(), rel
+
+
 def test_models_lists_the_fleets_served_names(gateway_url):
     status, _, body = call(gateway_url, "/v1/models")
     assert status == 200
@@ -152,6 +194,19 @@ def test_each_model_is_served_by_its_instances_on_both_nodes(host, gateway_url):
     # leastconn spreads sequential requests over the instances of a model: both nodes answered
     served = {name: s["total"] for name, s in servers(host).items()}
     assert all(served[name] > before[name]['total'] for name in before), served
+
+
+def test_the_fleet_cache_fetched_tiny_a_once_and_both_nodes_serve_it(host, node2):
+    """tiny-a is `source: url`: the store served each of its files once for the two nodes, and both
+    nodes' instance a serve a revision directory under the model's path holding exactly the store's files."""
+    size = sum(len(b) for b in store_files("r1").values())
+    assert store_bytes(store_log_lines(), "r1") == size, "the store did not serve tiny-a exactly once"
+    dirs = {served_dir(node) for node in (host, node2)}
+    assert len(dirs) == 1, dirs
+    (directory,) = dirs
+    assert re.fullmatch(r"/srv/models/tiny-a/[0-9a-f]{12}", directory), directory
+    for node in (host, node2):
+        assert_holds(node, directory, "r1")
 
 
 def test_the_gateway_exports_each_server_s_state_for_prometheus(host):
@@ -392,6 +447,59 @@ def pids(node, units=("vllm-a", "vllm-b")):
     return {unit: node.check_output(f"systemctl show -p MainPID --value {unit}") for unit in units}
 
 
+def test_a_flipped_byte_on_a_node_is_found_and_only_that_file_copied_again(host, node2):
+    """One byte of tiny-a's weights changed on node2 (disk or hand): the next deploy, with nothing else
+    changed, finds it against the source's digest, says so, copies that file again from the fleet cache
+    (the store serves nothing: the cache's copy is verified) and restarts nothing."""
+    directory = served_dir(node2)
+    target = f"{directory}/model.safetensors"
+    node2.check_output("python3 -c %s %s", "import sys; f=open(sys.argv[1],'r+b'); f.seek(4096); b=f.read(1); "
+                       "f.seek(4096); f.write(bytes([b[0]^255]))", target)
+    want = hashlib.sha256(store_files("r1")["model.safetensors"]).hexdigest()
+    assert node2.check_output(f"sha256sum {target}").split()[0] != want
+    before = {"node1": pids(host), "node2": pids(node2)}
+    seen = len(store_log_lines())
+    rc, out = deploy()
+    assert rc == 0, out[-4000:]
+    dir_name = directory.rsplit("/", 1)[1]
+    assert (f"mol-gw-node2: model tiny-a@{dir_name}: model.safetensors differed from the sha256 the source lists;"
+            " removed, copied again from the fleet cache") in out, out[-4000:]
+    assert re.search(r"mol-gw-node1: model tiny-a revision \w+ in " + re.escape(directory) + r": \d+ files, [\d.]+ [KMG]B from "
+                     r"http://127\.0\.0\.1:18090/tiny-a/r1; already held, verified", out), out[-4000:]
+    assert re.search(r"mol-gw-node2: model tiny-a revision \w+ in " + re.escape(directory) + r": .*? copied [\d.]+ [KMG]B "
+                     r"from the fleet cache \(again: model.safetensors\), verified", out), out[-4000:]
+    assert node2.check_output(f"sha256sum {target}").split()[0] == want
+    assert store_bytes(store_log_lines()[seen:], "r1") == 0, "the store was read again"
+    assert {"node1": pids(host), "node2": pids(node2)} == before, "a deploy that changed nothing restarted an engine"
+
+
+def test_a_node_without_room_for_a_revision_is_refused_before_any_transfer(host, node2):
+    """tiny-a's path on a 64 MB filesystem on both nodes (a tmpfs: a real full disk) and its 0.4 GB
+    revision r3: both nodes are refused with the GB figures after only config.json and the tokenizer
+    were fetched; no weight byte left the store and no unit changed."""
+    for node in (host, node2):
+        node.check_output("mkdir -p /srv/small && mount -t tmpfs -o size=64m tmpfs /srv/small")
+    try:
+        before = {"node1": pids(host), "node2": pids(node2)}
+        seen = len(store_log_lines())
+        rc, out = deploy(extra_vars={"gateway_tiny_a_rev": "r3", "gateway_tiny_a_path": "/srv/small/tiny-a"})
+        assert rc != 0
+        for node in ("mol-gw-node1", "mol-gw-node2"):
+            found = re.search(node + r": model tiny-a revision \w+ needs ([\d.]+) GB in /srv/small/tiny-a/\w+ "
+                              r"\(([\d.]+) GB of files \+ 5% margin\) but only ([\d.]+) GB is free there; "
+                              r"free space on the node or point vllm_models.tiny-a.path at a larger disk", out)
+            assert found, out[-4000:]
+            assert float(found[2]) >= 0.3 and float(found[3]) <= 0.1, found[0]
+        lines = store_log_lines()[seen:]
+        assert store_bytes(lines, "r3", "config.json") > 0, "the planner's files were not fetched first"
+        assert store_bytes(lines, "r3", "model.safetensors") == 0, "weights moved before the refusal"
+        assert {"node1": pids(host), "node2": pids(node2)} == before
+        assert served_dir(host).startswith("/srv/models/tiny-a/")
+    finally:
+        for node in (host, node2):
+            node.run("umount /srv/small")
+
+
 def test_check_mode_prints_the_rollout_plan_and_restarts_nothing(host, node2):
     """--check --diff of the same group-wide change: the plan the real run will follow, nothing restarted."""
     before = {"node1": pids(host), "node2": pids(node2)}
@@ -405,10 +513,14 @@ def test_check_mode_prints_the_rollout_plan_and_restarts_nothing(host, node2):
 
 
 def test_a_rollout_of_every_instance_under_load_loses_no_request(host, node2, gateway_url):
-    """README's layout: max_num_seqs 8 → 6 for the whole group (all four instances) while 4 clients
-    stream and not through the gateway. The deploy plans waves for the fleet (the canary first: one
-    replica of each model, which serves the load before the rest restart), never has both replicas of
-    a model out of rotation, and every request sent completes."""
+    """README's layout: max_num_seqs 8 → 6 for the whole group (all four instances), and tiny-a's
+    weights to their next revision (r2: retrained, same config and tokenizer), while 4 clients stream
+    and not through the gateway. The deploy plans waves for the fleet (the canary first: one replica
+    of each model, which serves the load before the rest restart), never has both replicas of a model
+    out of rotation, and every request sent completes. The store serves r2's changed file once for both
+    nodes; each instance a moves to r2's directory at its restart; r1 stays for a rollback."""
+    r1_dir = served_dir(host)
+    seen = len(store_log_lines())
     worker_before = host.check_output("pgrep -f -n '^/usr/sbin/haproxy'")
     since = float(host.check_output("date +%s"))
     with tempfile.TemporaryDirectory() as work:
@@ -419,7 +531,7 @@ def test_a_rollout_of_every_instance_under_load_loses_no_request(host, node2, ga
         started = time.monotonic()
         try:
             with RotationWatch() as watch:
-                rc, out = deploy(extra_vars={"gateway_max_num_seqs": 6})
+                rc, out = deploy(extra_vars={"gateway_max_num_seqs": 6, "gateway_tiny_a_rev": "r2"})
             rollout_seconds = time.monotonic() - started
             load_outlasted_rollout = proc.poll() is None
         finally:
@@ -448,6 +560,15 @@ def test_a_rollout_of_every_instance_under_load_loses_no_request(host, node2, ga
     for node in (host, node2):
         for instance in ("a", "b"):
             assert "--max-num-seqs 6" in node.check_output(f"systemctl show -p ExecStart --value vllm-{instance}"), instance
+    r1, r2 = store_files("r1"), store_files("r2")
+    changed = sum(len(data) for rel, data in r2.items() if r1.get(rel) != data)
+    assert 0 < changed < sum(len(data) for data in r2.values())
+    assert store_bytes(store_log_lines()[seen:], "r2") == changed, "r2's changed files did not come from the store exactly once"
+    for node in (host, node2):
+        r2_dir = served_dir(node)
+        assert r2_dir != r1_dir and r2_dir.startswith("/srv/models/tiny-a/"), r2_dir
+        assert_holds(node, r2_dir, "r2")
+        assert_holds(node, r1_dir, "r1")  # kept for a rollback
     # the instances changed, the gateway's table did not: no reload, the same worker served throughout
     assert host.check_output("pgrep -f -n '^/usr/sbin/haproxy'") == worker_before
     assert all(s["status"] == "UP" for s in servers(host).values())
@@ -490,26 +611,21 @@ def test_a_killed_engine_leaves_rotation_and_comes_back(host, gateway_url):
 
 
 def test_a_canary_that_serves_worse_is_rolled_back_and_the_rest_never_restart(host, node2, gateway_url):
-    """The whole group's instance a moves to a new version of tiny-a that answers correctly but far
-    slower (a 12-layer, 1024-wide build served under the same name) while 4 clients stream and not
+    """The whole group's instance a moves to a new revision of tiny-a's weights that answers correctly
+    but far slower (r3: a 12-layer, 1024-wide build of the same name) while 4 clients stream and not
     through the gateway. The canary (node1's a) passes its gate, serves the load for 30 s, and its
     engine's time to first token or inter-token latency is judged against node2's a, not changed
     yet: worse, so the deploy rolls it back itself, node2's a is never restarted, the play fails
-    naming the canary, both figures and the threshold, and no request is lost."""
-    tiny = {"source": "generate", "generate": {"layers": 2, "hidden": 128, "heads": 2, "kv_heads": 1, "max_position": 2048}}
-    models = {"tiny-a": {"path": "/srv/models/tiny-a", **tiny}, "tiny-b": {"path": "/srv/models/tiny-b", **tiny},
-              "tiny-a-v2": {"path": "/srv/models/tiny-a-v2", "source": "generate", "served_name": "tiny-a",
-                            "generate": {"layers": 12, "hidden": 1024, "heads": 8, "kv_heads": 8, "intermediate": 4096,
-                                         "max_position": 2048}}}
-    instances = [{"name": "a", "model": "tiny-a-v2", "gpus": [], "port": 8000, "flags": "{{ __gw_flags }}"},
-                 {"name": "b", "model": "tiny-b", "gpus": [], "port": 8001, "flags": "{{ __gw_flags }}"}]
+    naming the canary, both figures and the threshold, and no request is lost: node1's a serves the
+    weights it served before (r2's directory, kept on the node), r3 beside them for a later try."""
+    served_before = served_dir(host)
     node2_before = (pids(node2), node2.file("/etc/systemd/system/vllm-a.service").sha256sum)
     node1_unit = host.file("/etc/systemd/system/vllm-a.service").sha256sum
     since = float(host.check_output("date +%s"))
     with tempfile.TemporaryDirectory() as work:
         proc, stop = start_load(gateway_url, 12000, work, pause=0.3)
         try:
-            rc, out = deploy(extra_vars={"gateway_max_num_seqs": 6, "vllm_models": models, "vllm_instances": instances})
+            rc, out = deploy(extra_vars={"gateway_max_num_seqs": 6, "gateway_tiny_a_rev": "r3"})
         finally:
             stop.touch()
         result = finish_load(proc)
@@ -528,7 +644,8 @@ def test_a_canary_that_serves_worse_is_rolled_back_and_the_rest_never_restart(ho
     assert "The rollout stopped after wave 1" in out
     # node1's a serves its previous version again; node2's a was never touched
     assert host.file("/etc/systemd/system/vllm-a.service").sha256sum == node1_unit
-    assert "/srv/models/tiny-a " in host.check_output("systemctl show -p ExecStart --value vllm-a")
+    assert served_dir(host) == served_before
+    assert_holds(host, served_before, "r2")
     assert (pids(node2), node2.file("/etc/systemd/system/vllm-a.service").sha256sum) == node2_before
     assert result["failed"] == 0, result
     assert result["complete"] == result["sent"] >= 40 and result["stream"] > 0 and result["non_stream"] > 0
