@@ -26,7 +26,7 @@ step "build"
 tarball=("$WORK"/build/vllm_deploy-fleet-*.tar.gz)
 tar -tzf "${tarball[0]}" > "$WORK/contents"
 for must in MANIFEST.json meta/runtime.yml pyproject.toml vllm_deploy/data/versions.yaml \
-            roles/vllm_validate/tasks/main.yml playbooks/deploy.yml plugins/filter/vllm_deploy_filters.py \
+            roles/vllm_validate/tasks/main.yml playbooks/deploy.yml plugins/filter/vllm_instances.py plugins/plugin_utils/_filters.py \
             roles/vllm_serve/templates/vllm.service.j2; do
   grep -qx "$must" "$WORK/contents" || fail "the tarball lacks $must"
 done
