@@ -45,10 +45,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT))
 
+from vllm_deploy.monitoring import PREFIX_CACHE_COUNTERS as CACHE_COUNTERS, counter_sums  # noqa: E402
+
 MODES = ("least_conn", "session", "prefix")
 # The issue's goals, as ratios to least_conn: (figure, at least / at most, value).
 GOALS = (("hit_rate", ">=", 1.8), ("ttft_p50_ms", "<=", 0.6), ("tokens_per_s", ">=", 1.3))
-CACHE_COUNTERS = ("vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total")
 # Words the generated text is made of: plain lower-case words tokenize to a few tokens each in any BPE.
 VOCABULARY = ("report revenue customer contract clause section policy engine latency budget quarter region "
               "service network storage schedule invoice supplier warranty incident review audit summary").split()
@@ -82,19 +83,6 @@ def doc_words_for(max_model_len: int, turns: int, max_tokens: int, tokens_per_wo
         raise ValueError(f"max_model_len {max_model_len} leaves no room for a shared document with {turns} turns of "
                          f"{max_tokens} tokens — lower --turns / --max-tokens, or serve a longer max_model_len")
     return words
-
-
-def counter_sums(exposition: str, names=CACHE_COUNTERS) -> dict[str, float]:
-    """Prometheus text format: each of `names` summed over its label sets (0 where absent). Exact names only
-    (vllm:prefix_cache_queries_created is not vllm:prefix_cache_queries_total)."""
-    sums = dict.fromkeys(names, 0.0)
-    for line in exposition.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        name = line.split("{", 1)[0].split(" ", 1)[0]
-        if name in sums:
-            sums[name] += float(line.rsplit(" ", 1)[1])
-    return sums
 
 
 def server_responses(exposition: str, backend: str) -> dict[str, float]:
