@@ -130,6 +130,19 @@ def vllm_gateway_errors(keys, enabled, group, groups, max_body_bytes, max_tokens
 
 
 @_filter
+def vllm_gateway_routing_errors(hostvars, hosts, routing, default, prefix_chars, session_header, balance_factor, host=""):
+    """vllm_gateway_routing and its knobs, against the vllm_models and vllm_instances of the serving `hosts`
+    (inventory only: the validation play runs before any host is touched)."""
+    from vllm_deploy import gateway
+
+    expect(hosts, (list,), "the serving hosts")
+    expect(host, (str,), "host")
+    fleet = {str(h): {"models": plain(_hostvar(hostvars, h, "vllm_models", {})),
+                      "instances": plain(_hostvar(hostvars, h, "vllm_instances", []))} for h in hosts or []}
+    return gateway.validate_routing(plain(routing), default, prefix_chars, session_header, balance_factor, fleet, host=host)
+
+
+@_filter
 def vllm_gateway_tls_names(hostvars, hosts, extra=None):
     """The subject alternative names of the gateway's generated certificate: every gateway host's inventory
     name, ansible_host, FQDN and default addresses (from facts, where gathered), its vllm_gateway_bind
