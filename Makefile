@@ -28,7 +28,7 @@ VLLM_ARGS_VENV ?= /var/tmp/vllm-args-venv
 STAGING   := -i inventory/staging/hosts.yml
 
 .PHONY: help setup prereqs node-image node-image-vllm wheelhouse staging staging-down test test-unit test-rules lint syntax collection-check molecule \
-        bench-deploy bench-rollout bench-planner bench-diagnose bench-diagnose-blind bench-inputs bench-image bench-gateway python-base vllm-args check-vllm-args
+        bench-deploy bench-rollout bench-planner bench-diagnose bench-diagnose-blind bench-inputs bench-image bench-gateway bench-routing python-base vllm-args check-vllm-args
 
 help:  ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -119,6 +119,9 @@ bench-image: node-image wheelhouse  ## Slim, text-only and naive vLLM images: si
 
 bench-gateway: staging  ## Gateway vs straight to an engine on staging: median/p99 one-token latency, streaming tokens/s
 	$(PY) scripts/bench_gateway.py inventory/staging
+
+bench-routing: staging  ## least_conn vs session vs prefix routing on staging: prefix-cache hit rate, TTFT p50/p99, tokens/s, largest instance share, ratios
+	$(PY) scripts/bench_routing.py inventory/staging
 
 bench-rollout: staging  ## A fleet-wide change rolled out on staging under load: each instance's time out of rotation, the rollout's time; a 100x4 fleet's plan
 	$(PY) scripts/bench_rollout.py inventory/staging

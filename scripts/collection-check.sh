@@ -26,7 +26,7 @@ step "build"
 tarball=("$WORK"/build/vllm_deploy-fleet-*.tar.gz)
 tar -tzf "${tarball[0]}" > "$WORK/contents"
 for must in MANIFEST.json meta/runtime.yml pyproject.toml vllm_deploy/data/versions.yaml \
-            roles/vllm_validate/tasks/main.yml playbooks/deploy.yml plugins/filter/vllm_deploy_filters.py \
+            roles/vllm_validate/tasks/main.yml playbooks/deploy.yml plugins/filter/vllm_instances.py plugins/plugin_utils/_filters.py \
             roles/vllm_serve/templates/vllm.service.j2; do
   grep -qx "$must" "$WORK/contents" || fail "the tarball lacks $must"
 done
@@ -135,4 +135,8 @@ fi
 expected="bad-node: vllm_instances[1].port: port 8000 is already used by instance a — give each instance on a host its own port"
 grep -qF "$expected" <<<"$out" || { echo "$out" | tail -20; fail "expected the message: $expected"; }
 echo "   refused: $expected"
+step "the filters an operator may call are documented (ansible-doc, from the installed collection)"
+out="$(ANSIBLE_NOCOLOR=1 "$BIN/ansible-doc" -t filter vllm_deploy.fleet.vllm_diagnose 2>&1)" || { echo "$out" | tail -20; fail "ansible-doc -t filter vllm_deploy.fleet.vllm_diagnose"; }
+grep -qF "> FILTER vllm_deploy.fleet.vllm_diagnose ($installed/plugins/filter/vllm_diagnose.yml)" <<<"$out" \
+  || { echo "$out" | head -5; fail "ansible-doc did not read the installed collection's vllm_diagnose.yml"; }
 echo "collection-check: passed (vllm_deploy.fleet built, installed, used by FQCN from an operator repository)"

@@ -4,7 +4,7 @@ Pure functions over the instance records that `instances.build_instances` makes
 ({name, unit, model: {name, path, served_name}, port, bind, ...}); the vllm_gateway role renders
 what these return and nothing else:
 
-    backend_table(fleet, gateway_host)  -> [{served_name, backend, servers: [{name, host, instance, address, port}]}]
+    backend_table(fleet, gateway_host)  -> [{served_name, backend, servers: [{name, id, host, instance, address, port}]}]
     models_list(table)                  -> the body of GET /v1/models
     key_table(keys)                     -> [{name, key_sha256, rate_per_s, concurrent, expires}] (0 = no limit,
                                            never expires); no plain key: the gateway host holds only hashes
@@ -12,6 +12,7 @@ what these return and nothing else:
     INFERENCE_ROUTES                    -> the routes the gateway may forward (vllm_gateway_routes)
     tls_names(hosts, extra)             -> the subject alternative names of the gateway's certificate
     validate_*(...)                     -> one line per problem: host, variable, problem, fix
+    ROUTING_MODES                       -> how a model's backend may pick an instance (vllm_gateway_routing)
 
 `fleet` is {host: {"instances": [records], "address": "10.0.0.5"}}: the address is where the gateway
 reaches an engine bound to 0.0.0.0 or :: on that host.
@@ -59,6 +60,23 @@ _PEM_KEY = re.compile(r"-----BEGIN ((RSA|EC|ENCRYPTED) )?PRIVATE KEY-----[A-Za-z
 _DNS_NAME = re.compile(r"^(\*\.)?([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$")
 # An OpenSSL cipher list / TLS 1.3 suite list goes on HAProxy's bind line as one word.
 _CIPHER_LIST = re.compile(r"^[A-Za-z0-9_+!:@=.-]{1,2048}$")
+
+
+# How a model's backend picks an instance (vllm_gateway_routing): HAProxy's leastconn, or a consistent hash
+# of a key the body reader (vllm-gateway-body.lua) finds, bounded by hash-balance-factor.
+ROUTING_MODES = {
+    "least_conn": "the instance with the fewest requests in flight",
+    "session": "a hash of the session header, else of the body's `user`: one client stays on one instance",
+    "prefix": "a hash of the prompt's (or the leading messages') first characters: a shared prefix stays on one instance",
+}
+# The session header goes into haproxy.cfg as req.hdr(NAME): a plain header name, nothing HAProxy would parse.
+SESSION_HEADER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,63}$")
+# HAProxy's hash-balance-factor: 0 (no bound) or a percentage above 100 of the mean requests in flight.
+BALANCE_FACTOR_MAX = 1000
+# A server's place on HAProxy's consistent-hash ring comes from its numeric id (puid * 4096 + node, hashed):
+# ids from the server's name keep every other server's keys where they were when an instance is added or
+# removed (declaration order would renumber every later server). Below 10^6, puid * 4096 fits 32 bits.
+_SERVER_ID_RANGE = 999_999
 
 
 def haproxy_name(text: str) -> str:
@@ -123,8 +141,21 @@ def backend_table(fleet: dict[str, Any], gateway_host: str) -> list[dict[str, An
                 "address_port": f"[{address}]:{record['port']}" if ":" in address else f"{address}:{record['port']}",
                 "port": record["port"],
             })
+    for servers in by_model.values():
+        taken: set[int] = set()
+        for server in sorted(servers, key=lambda s: s["name"]):
+            server["id"] = _server_id(server["name"], taken)
     return [{"served_name": served, "backend": backend_name(served), "servers": servers}
             for served, servers in sorted(by_model.items())]
+
+
+def _server_id(name: str, taken: set[int]) -> int:
+    """A stable id for server `name` (1.._SERVER_ID_RANGE), the next free one on a collision (in name order)."""
+    sid = int(hashlib.sha1(name.encode()).hexdigest()[:8], 16) % _SERVER_ID_RANGE + 1
+    while sid in taken:
+        sid = sid % _SERVER_ID_RANGE + 1
+    taken.add(sid)
+    return sid
 
 
 def models_list(table: list[dict[str, Any]]) -> dict[str, Any]:
@@ -245,6 +276,68 @@ def validate_routes(routes: Any, host: str = "") -> list[str]:
         if route not in INFERENCE_ROUTES:
             errors.append(f"{where}vllm_gateway_routes[{i}]: {route!r} is not an inference route the gateway forwards — "
                           f"use one of {known} (GET /v1/models is always answered by the gateway itself)")
+    return errors
+
+
+def _served_names(models: Any) -> dict[str, str]:
+    """served name -> vllm_models key, of one host's vllm_models."""
+    out = {}
+    for key, model in (models or {}).items() if isinstance(models, dict) else ():
+        served = model.get("served_name", key) if isinstance(model, dict) else key
+        out[str(served)] = str(key)
+    return out
+
+
+def validate_routing(routing: Any, default: Any, prefix_chars: Any, session_header: Any, balance_factor: Any,
+                     fleet: dict[str, Any], host: str = "") -> list[str]:
+    """vllm_gateway_routing ({served name: mode}), its default and its knobs, against the serving hosts'
+    inventory (`fleet`: {host: {"models": vllm_models, "instances": vllm_instances}}): a mode names a model
+    the fleet serves, and no engine of a prefix- or session-routed model turns prefix caching off."""
+    where = f"{host}: " if host else ""
+    modes = ", ".join(ROUTING_MODES)
+    errors = []
+    if default not in ROUTING_MODES:
+        errors.append(f"{where}vllm_gateway_routing_default: {default!r} is not a routing mode — use one of {modes}")
+    served: dict[str, list[tuple[str, dict]]] = {}
+    for h in sorted(fleet):
+        names = _served_names((fleet[h] or {}).get("models"))
+        for served_name in names:
+            served.setdefault(served_name, [])
+        for inst in (fleet[h] or {}).get("instances") or []:
+            if isinstance(inst, dict) and isinstance(inst.get("model"), str):
+                model = ((fleet[h] or {}).get("models") or {}).get(inst["model"])
+                served_name = model.get("served_name", inst["model"]) if isinstance(model, dict) else inst["model"]
+                served.setdefault(str(served_name), []).append((h, inst))
+    if not isinstance(routing, dict):
+        errors.append(f"{where}vllm_gateway_routing: must be a mapping of served model name to {modes}, got {routing!r} — "
+                      "e.g. {my-model: prefix}; {} routes every model with vllm_gateway_routing_default")
+        routing = {}
+    for name, mode in routing.items():
+        var = f"vllm_gateway_routing.{name}"
+        if mode not in ROUTING_MODES:
+            errors.append(f"{where}{var}: {mode!r} is not a routing mode — use one of {modes}")
+        if name not in served:
+            known = ", ".join(sorted(served)) or "none"
+            errors.append(f"{where}{var}: no serving host has a model served as {name!r} (served: {known}) — "
+                          "key vllm_gateway_routing by the served_name clients send as `model`")
+    for name in sorted(served):
+        mode = routing.get(name, default)
+        if mode not in ("prefix", "session"):
+            continue
+        for h, inst in served[name]:
+            if isinstance(inst.get("flags"), dict) and inst["flags"].get("enable_prefix_caching") is False:
+                errors.append(f"{where}vllm_gateway_routing.{name}: {mode} routing keeps a prefix on one instance for its "
+                              f"cache, but instance {inst.get('name')} on {h} sets flags.enable_prefix_caching: false — "
+                              f"remove that flag (vLLM caches prefixes by default), or route {name} with least_conn")
+    if not _is_int(prefix_chars) or not 16 <= prefix_chars <= 65536:
+        errors.append(f"{where}vllm_gateway_prefix_chars: must be a whole number of characters 16-65536, got {prefix_chars!r} — "
+                      "e.g. 1024 (about the length of a system prompt; longer keys split users of one prompt apart)")
+    if not isinstance(session_header, str) or not SESSION_HEADER_RE.match(session_header):
+        errors.append(f"{where}vllm_gateway_session_header: {session_header!r} is not a header name — "
+                      "use letters, digits and '-' (e.g. X-Session-Id)")
+    if not _is_int(balance_factor) or not (balance_factor == 0 or 100 < balance_factor <= BALANCE_FACTOR_MAX):
+        errors.append(f"{where}vllm_gateway_hash_balance_factor: must be 0 (no bound) or a whole percentage 101-{BALANCE_FACTOR_MAX}, "
+                      f"got {balance_factor!r} — e.g. 150: no instance takes more than 1.5x the mean requests in flight")
     return errors
 
 

@@ -205,7 +205,34 @@ def pinned_gpus(records: list[dict]) -> dict[str, list[str]]:
 
 
 STATUS_COLUMNS = ("host", "instance", "model", "port", "state", "in rotation", "KV tokens planned/actual",
-                  "GPU memory used/total", "last restart")
+                  "GPU memory used/total", "last restart", "prefix cache hits")
+# vLLM V1's prefix-cache counters, in tokens: looked up, and found already computed.
+PREFIX_CACHE_COUNTERS = ("vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total")
+
+
+def counter_sums(exposition: str, names=PREFIX_CACHE_COUNTERS) -> dict[str, float]:
+    """Prometheus text format: each of `names` summed over its label sets (0 where absent). Exact names only
+    (vllm:prefix_cache_queries_created is not vllm:prefix_cache_queries_total)."""
+    sums = dict.fromkeys(names, 0.0)
+    for line in exposition.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name in sums:
+            sums[name] += float(line.rsplit(" ", 1)[1])
+    return sums
+
+
+def prefix_cache_cell(exposition: str | None) -> str:
+    """The status table's prefix-cache cell from an engine's /metrics: the share of prompt tokens found cached
+    since the engine started, '-' where its metrics were not read."""
+    if not exposition or "vllm:prefix_cache_queries_total" not in exposition:
+        return "-"
+    sums = counter_sums(exposition)
+    queries, hits = sums["vllm:prefix_cache_queries_total"], sums["vllm:prefix_cache_hits_total"]
+    if not queries:
+        return "no prompts yet"
+    return f"{hits / queries:.0%} of {int(queries)} tokens"
 
 
 def _systemctl_show(text: str) -> dict[str, dict[str, str]]:
@@ -278,6 +305,7 @@ def status_rows(node: dict) -> list[list[str]]:
     node: {host, instances: the inventory's vllm_instances, models: its vllm_models, systemctl: `systemctl show` text,
     plans: {name: plan.json dict}, gpus: [{index, memory_used_mib, memory_total_mib}],
     gateway: `vllm-gateway-ctl status` JSON of the gateway host, None (or absent) without a gateway,
+    metrics: {name: the instance's /metrics text} (absent or '' where not read: "-"),
     multinode: the inventory's vllm_multinode_instances (rows of their own: multinode_rows)}."""
     units = _systemctl_show(node.get("systemctl") or "")
     rows = []
@@ -289,7 +317,8 @@ def status_rows(node: dict) -> list[list[str]]:
         # The gateway names the server after the served name (its backend) and host__instance.
         ref = server_ref({"name": inst["name"], "model": {"served_name": model}}, node["host"])
         rows.append([node["host"], inst["name"], model, str(inst.get("port")), _unit_state(unit),
-                     in_rotation(node.get("gateway"), ref), _kv_cell(plan), memory, _restart_cell(unit)])
+                     in_rotation(node.get("gateway"), ref), _kv_cell(plan), memory, _restart_cell(unit),
+                     prefix_cache_cell((node.get("metrics") or {}).get(inst["name"]))])
     return rows
 
 
@@ -331,7 +360,8 @@ def multinode_rows(nodes: list[dict]) -> list[list[str]]:
         plan = ((head.get("plans") or {}).get(name) or {}) if head["host"] == hosts[0] else {}
         rows.append(["+".join(hosts), name, model, str(entry.get("port")), "; ".join(states),
                      in_rotation(head.get("gateway"), ref), _kv_cell(plan),
-                     "; ".join(memory) or ("-" if any_gpus else "CPU"), _restart_cell(rank0_unit)])
+                     "; ".join(memory) or ("-" if any_gpus else "CPU"), _restart_cell(rank0_unit),
+                     prefix_cache_cell((head.get("metrics") or {}).get(name)) if head["host"] == hosts[0] else "-"])
     return rows
 
 

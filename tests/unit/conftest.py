@@ -26,6 +26,35 @@ VALIDATE_PLAY = """\
 """
 
 
+FILTER_DIR = REPO / "plugins" / "filter"
+
+
+def filter_modules() -> list:
+    """Every filter file of plugins/filter, imported by its collection name as Ansible imports it
+    (ansible_collections.vllm_deploy.fleet.plugins.filter.NAME, through collections/, which links back
+    here), so its `ansible_collections...plugin_utils` import resolves. Raises when there is none."""
+    import importlib
+
+    collections = str(REPO / "collections")
+    if collections not in sys.path:
+        sys.path.insert(0, collections)
+    names = sorted(p.stem for p in FILTER_DIR.glob("*.py"))
+    if not names:
+        raise AssertionError(f"no filter plugin in {FILTER_DIR}")
+    return [importlib.import_module(f"ansible_collections.vllm_deploy.fleet.plugins.filter.{n}") for n in names]
+
+
+def filter_plugins() -> dict:
+    """{name: filter} of every filter file (each file's FilterModule), a name registered twice refused."""
+    found: dict = {}
+    for module in filter_modules():
+        for name, fn in module.FilterModule().filters().items():
+            if name in found:
+                raise AssertionError(f"filter {name} is registered by two files")
+            found[name] = fn
+    return found
+
+
 class MissingFixture(AssertionError):
     """A fixture file the tests need is not in the checkout: a failure, never a skip."""
 

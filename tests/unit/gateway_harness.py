@@ -48,20 +48,30 @@ def free_port() -> int:
 
 class Engine(ThreadingHTTPServer):
     """An engine that records what reaches it (the gateway's own health checks aside) and answers 200
-    with an OpenAI-shaped completion."""
+    with an OpenAI-shaped completion. `served`: the model it serves (default its name: one instance per
+    model); `delay`: seconds each client request takes; max_in_flight: the most it held at once."""
 
     daemon_threads = True
 
-    def __init__(self, name: str):
-        self.name, self.received = name, []
+    def __init__(self, name: str, served: str | None = None, delay: float = 0.0):
+        self.name, self.served, self.delay, self.received = name, served or name, delay, []
+        self.in_flight = self.max_in_flight = 0
+        self.lock = threading.Lock()
         super().__init__(("127.0.0.1", 0), EngineHandler)
 
 
 class EngineHandler(BaseHTTPRequestHandler):
     def do_POST(self):  # noqa: N802 (http.server's name)
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if self.headers.get("Host") != "vllm-gateway":  # the gateway's completion check sets this Host
+        client = self.headers.get("Host") != "vllm-gateway"  # the gateway's completion check sets this Host
+        if client:
             self.server.received.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
+            with self.server.lock:
+                self.server.in_flight += 1
+                self.server.max_in_flight = max(self.server.max_in_flight, self.server.in_flight)
+            time.sleep(self.server.delay)
+            with self.server.lock:
+                self.server.in_flight -= 1
         try:
             request = json.loads(body)
         except ValueError:
@@ -95,7 +105,7 @@ class EngineHandler(BaseHTTPRequestHandler):
 def backend_table(engines):
     """The real backend table of a fleet whose one host runs the engines and the gateway."""
     return gateway.backend_table({"gw": {"address": "127.0.0.1", "instances": [
-        {"name": e.name, "model": {"served_name": e.name}, "port": e.server_address[1], "bind": "127.0.0.1"}
+        {"name": e.name, "model": {"served_name": e.served}, "port": e.server_address[1], "bind": "127.0.0.1"}
         for e in engines]}}, "gw")
 
 
@@ -145,13 +155,14 @@ def haproxy_binary() -> str:
 
 
 @contextmanager
-def running_gateway(config_dir, engine_names, keys=None, master_worker=False, **overrides):
-    """HAProxy with the rendered config in front of one recording engine per name:
-    yields {"port", "engines": {name: Engine}, "config", "pid", "socket"}. `overrides` are role variables
-    (vllm_gateway_port defaults to a free port), `keys` vllm_gateway_keys (default: CLIENT_KEY as team-a).
-    master_worker: as systemd runs it (-W, a master and its worker), so a reload would show as a new worker."""
+def running_gateway(config_dir, engine_names, keys=None, master_worker=False, engines=None, **overrides):
+    """HAProxy with the rendered config in front of one recording engine per name (or the Engines given in
+    `engines`, several may serve one model): yields {"port", "engines": {name: Engine}, "config", "pid", "socket"}.
+    `overrides` are role variables (vllm_gateway_port defaults to a free port), `keys` vllm_gateway_keys
+    (default: CLIENT_KEY as team-a). master_worker: as systemd runs it (-W, a master and its worker), so a
+    reload would show as a new worker."""
     haproxy = haproxy_binary()
-    engines = [Engine(name) for name in engine_names]
+    engines = list(engines or []) + [Engine(name) for name in engine_names]
     for engine in engines:
         threading.Thread(target=engine.serve_forever, daemon=True).start()
     proc = None

@@ -7,17 +7,23 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 import yaml
 
 from conftest import REPO
 
 SCRIPT = REPO / "scripts" / "fqcn-filters.py"
-PLUGIN = REPO / "plugins" / "filter" / "vllm_deploy_filters.py"
+FILTER_FILES = sorted(p.stem for p in (REPO / "plugins" / "filter").glob("*.py"))
+if not FILTER_FILES:
+    raise AssertionError("no filter plugin under plugins/filter")
 
 
-def test_filters_without_the_package_name_the_pip_install():
+@pytest.mark.parametrize("name", FILTER_FILES)
+def test_filters_without_the_package_name_the_pip_install(name):
     # sys.modules[name] = None makes `import vllm_deploy` raise ImportError, as on a controller without it.
-    code = f"import runpy, sys; sys.modules['vllm_deploy'] = None; runpy.run_path({str(PLUGIN)!r})"
+    # Imported by its collection name (collections/ links back here), as Ansible imports it.
+    code = (f"import importlib, sys; sys.modules['vllm_deploy'] = None; sys.path.insert(0, {str(REPO / 'collections')!r}); "
+            f"importlib.import_module('ansible_collections.vllm_deploy.fleet.plugins.filter.{name}')")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/", check=False)
     assert run.returncode != 0
     message = run.stderr.strip().splitlines()[-1]

@@ -1,30 +1,19 @@
 """Every registered Ansible filter reports bad input as an AnsibleFilterError naming the filter.
 
-The plugin file is imported by path, the way Ansible loads it (filter_plugins in ansible.cfg)."""
+Every file of plugins/filter is imported by its collection name, as Ansible imports the collection's."""
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from conftest import REPO
+from conftest import FILTER_DIR, REPO, filter_modules, filter_plugins
 
-PLUGIN = REPO / "plugins" / "filter" / "vllm_deploy_filters.py"
-
-
-def load_plugin():
-    spec = importlib.util.spec_from_file_location("vllm_deploy_filters_under_test", PLUGIN)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-FILTERS = load_plugin().FilterModule().filters()
+FILTERS = filter_plugins()
 if not FILTERS:
-    raise AssertionError(f"{PLUGIN} registers no filters")
+    raise AssertionError(f"{FILTER_DIR} registers no filters")
 
 
 class NotAnInput:
@@ -74,12 +63,12 @@ def test_every_filter_the_roles_and_playbooks_call_is_registered():
             called.setdefault(fn, name)
     assert len(called) > 40, called  # the scan found the roles' calls
     assert {name: where for name, where in called.items() if name not in FILTERS} == {}
-    module = load_plugin()
-    defined = {name for name, fn in vars(module).items() if name.startswith("vllm_") and inspect.isfunction(fn)}
+    defined = {name for module in filter_modules() for name, fn in vars(module).items()
+               if name.startswith("vllm_") and inspect.isfunction(fn)}
     assert defined == set(FILTERS)
 
 
-def test_the_gateway_filter_passes_max_n_on_in_the_order_validate_yml_gives_it():
+def test_the_gateway_filter_passes_max_n_on_in_the_order_validate_inventory_yml_gives_it():
     keys = [{"name": "team-a", "key": "k" * 24}]
     errors = FILTERS["vllm_gateway_errors"](keys, True, "vllm_gateway", {"vllm_gateway": ["gw"]}, 262144, 4096, 300,
                                             "gw", ["/v1/completions"], 0)

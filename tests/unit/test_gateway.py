@@ -306,3 +306,58 @@ def test_tls_names_cover_every_gateway_host_sorted_and_once():
         "IP:10.0.0.10", "IP:10.0.0.12", "IP:127.0.0.1", "IP:fd00::12"]
     # A name a certificate cannot hold (an inventory alias with a space) is left out, not passed to OpenSSL.
     assert gateway.tls_names([{"name": "my gateway", "local": "127.0.0.1"}]) == ["IP:127.0.0.1"]
+
+
+# Routing for the prefix cache (issue 24): vllm_gateway_routing against the serving hosts' inventory.
+ROUTING_FLEET = {
+    "node1": {"models": {"tiny": {"path": "/srv/tiny", "served_name": "tiny-chat"}, "big": {"path": "/srv/big"}},
+              "instances": [{"name": "a", "model": "tiny"}, {"name": "b", "model": "big"}]},
+    "node2": {"models": {"tiny": {"path": "/srv/tiny", "served_name": "tiny-chat"}},
+              "instances": [{"name": "a", "model": "tiny", "flags": {"enable_prefix_caching": False}}]},
+}
+ROUTING_OK = dict(routing={"big": "prefix"}, default="least_conn", prefix_chars=1024, session_header="X-Session-Id",
+                  balance_factor=150)
+
+
+@pytest.mark.parametrize("change, line", [
+    ({"routing": {"big": "prefx"}},
+     "gw: vllm_gateway_routing.big: 'prefx' is not a routing mode — use one of least_conn, session, prefix"),
+    ({"routing": {"tiny": "prefix"}},
+     "gw: vllm_gateway_routing.tiny: no serving host has a model served as 'tiny' (served: big, tiny-chat) — key "
+     "vllm_gateway_routing by the served_name clients send as `model`"),
+    ({"routing": ["big"]}, "gw: vllm_gateway_routing: must be a mapping of served model name to least_conn, session, prefix"),
+    ({"routing": {"tiny-chat": "session"}},
+     "gw: vllm_gateway_routing.tiny-chat: session routing keeps a prefix on one instance for its cache, but instance a "
+     "on node2 sets flags.enable_prefix_caching: false — remove that flag (vLLM caches prefixes by default), or route "
+     "tiny-chat with least_conn"),
+    ({"routing": {}, "default": "prefix"}, "gw: vllm_gateway_routing.tiny-chat: prefix routing keeps a prefix"),
+    ({"default": "round_robin"}, "gw: vllm_gateway_routing_default: 'round_robin' is not a routing mode"),
+    ({"prefix_chars": 8}, "gw: vllm_gateway_prefix_chars: must be a whole number of characters 16-65536, got 8"),
+    ({"prefix_chars": "1024"}, "gw: vllm_gateway_prefix_chars: must be a whole number of characters 16-65536, got '1024'"),
+    ({"session_header": "X-Session Id"}, "gw: vllm_gateway_session_header: 'X-Session Id' is not a header name"),
+    ({"session_header": "x)"}, "gw: vllm_gateway_session_header: 'x)' is not a header name"),
+    ({"balance_factor": 100}, "gw: vllm_gateway_hash_balance_factor: must be 0 (no bound) or a whole percentage 101-1000, got 100"),
+    ({"balance_factor": 1.5}, "gw: vllm_gateway_hash_balance_factor: must be 0 (no bound) or a whole percentage 101-1000, got 1.5"),
+], ids=["mode", "not-served-name", "not-a-mapping", "caching-off", "caching-off-by-default", "default", "prefix-short",
+        "prefix-string", "header-space", "header-paren", "factor-100", "factor-float"])
+def test_validate_routing_names_host_variable_and_fix(change, line):
+    errors = gateway.validate_routing(**{**ROUTING_OK, **change}, fleet=ROUTING_FLEET, host="gw")
+    assert len(errors) == 1 and errors[0].startswith(line), errors
+
+
+@pytest.mark.parametrize("change", [{}, {"routing": {"tiny-chat": "least_conn", "big": "session"}}, {"balance_factor": 0},
+                                    {"balance_factor": 101}, {"prefix_chars": 16}, {"session_header": "X-Conversation-Id"}])
+def test_validate_routing_passes_good_settings(change):
+    assert gateway.validate_routing(**{**ROUTING_OK, **change}, fleet=ROUTING_FLEET, host="gw") == []
+
+
+def test_server_ids_come_from_names_so_a_new_instance_moves_no_other_server():
+    def ids(hosts):
+        fleet = {h: {"address": "10.0.0.1", "instances": [{"name": "a", "model": {"served_name": "m"}, "port": 8000,
+                                                           "bind": "0.0.0.0"}]} for h in hosts}
+        return {s["name"]: s["id"] for s in gateway.backend_table(fleet, "gw")[0]["servers"]}
+    two, three = ids(["node1", "node3"]), ids(["node1", "node2", "node3"])
+    assert all(three[name] == sid for name, sid in two.items())
+    assert len(set(three.values())) == 3 and all(1 <= sid < 1_000_000 for sid in three.values())
+    taken = {gateway._server_id("x", set())}
+    assert gateway._server_id("x", taken) == next(iter(taken)) + 1  # a collision takes the next free id

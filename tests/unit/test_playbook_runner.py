@@ -24,7 +24,7 @@ def _stray_home(tmp_path: Path) -> Path:
     home = tmp_path / "home"
     filters = home / ".ansible" / "collections" / "ansible_collections" / "vllm_deploy" / "fleet" / "plugins" / "filter"
     filters.mkdir(parents=True)
-    (filters / "vllm_deploy_filters.py").write_text('raise RuntimeError("stray copy of vllm_deploy.fleet loaded")\n')
+    (filters / "vllm_instances.py").write_text('raise RuntimeError("stray copy of vllm_deploy.fleet loaded")\n')
     return home
 
 

@@ -13,16 +13,16 @@ import math
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
 
-from conftest import REPO, STANDIN_DIR, calibration_dir
+from conftest import STANDIN_DIR, calibration_dir, filter_plugins
 from vllm_deploy import planner, preflight
 from vllm_deploy.nvidia_smi import gpu_facts, query_argv
 
-sys.path.insert(0, str(REPO / "plugins" / "filter"))
-import vllm_deploy_filters as filters  # noqa: E402
+filters = SimpleNamespace(**filter_plugins())
 
 STANDIN = STANDIN_DIR / "nvidia-smi"
 # The argv the preflight role runs (its filter vllm_nvidia_smi_argv), without the binary.

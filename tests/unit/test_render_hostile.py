@@ -7,7 +7,6 @@ node image) and Compose's (`docker-compose config`), and with a strict line pars
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shlex
@@ -21,15 +20,14 @@ import yaml
 from ansible.errors import AnsibleFilterError
 from ansible.plugins.filter.core import FilterModule as CoreFilters
 
+from conftest import filter_plugins
 from vllm_deploy import containers, instances
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULTS = {"engine": "cpu", "bind": "127.0.0.1", "hf_home": "/var/lib/vllm/hf", "cache_root": "/var/lib/vllm/cache"}
 NODE_IMAGE = "vllm-deploy/node:bookworm"
 
-_spec = importlib.util.spec_from_file_location("vllm_deploy_filters", REPO / "plugins/filter/vllm_deploy_filters.py")
-filters = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(filters)
+FILTERS = filter_plugins()
 
 # Legal values that a naive template would still break: every one must stay one argument / one value.
 TRICKY_FLAGS = {
@@ -54,7 +52,7 @@ def jinja_env():
                              undefined=jinja2.StrictUndefined)
     env.filters.update(CoreFilters().filters())
     # The templates call the filters by their collection names (vllm_deploy.fleet.*), as Ansible does.
-    env.filters.update({f"vllm_deploy.fleet.{name}": fn for name, fn in filters.FilterModule().filters().items()})
+    env.filters.update({f"vllm_deploy.fleet.{name}": fn for name, fn in FILTERS.items()})
     return env
 
 
@@ -178,7 +176,7 @@ def test_the_record_builder_refuses_what_validation_would_have(inst, model, mess
 def test_the_filter_reports_it_as_a_filter_error_not_a_traceback():
     bad = [{"name": "tiny", "model": "tiny", "port": 8000, "env": {"X": "a\nb"}}]
     with pytest.raises(AnsibleFilterError, match="vllm_build_instances: instance tiny: env contains the control character U\\+000A"):
-        filters.vllm_build_instances(bad, {"tiny": {"path": "/m"}}, {}, {}, {**DEFAULTS, "plan": False})
+        FILTERS["vllm_build_instances"](bad, {"tiny": {"path": "/m"}}, {}, {}, {**DEFAULTS, "plan": False})
 
 
 def test_the_unit_template_refuses_a_newline_in_a_hand_made_record():

@@ -83,3 +83,28 @@ def test_a_private_network_allows_a_wildcard_bind_without_a_key(tmp_path):
     rc, out = validate_inventory_file(
         tmp_path, "vllm_bind: 0.0.0.0\nvllm_private_network: true\nvllm_instances: [{name: a, model: tiny, port: 8000}]\n")
     assert rc == 0, out[-3000:]
+
+
+def test_a_bad_routing_mode_is_refused_in_one_line_before_any_host_is_touched(tmp_path):
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("""\
+all:
+  children:
+    gpu-nodes:
+      hosts: {node1: {ansible_connection: local}}
+      vars:
+        vllm_models: {tiny: {path: /srv/models/tiny, served_name: tiny-chat}}
+        vllm_instances: [{name: a, model: tiny, port: 8000}]
+    vllm_gateway:
+      hosts: {node1: {}}
+      vars:
+        vllm_gateway_keys: [{name: team-a, key: 0123456789abcdef0123}]
+        vllm_gateway_routing: {tiny-chat: prefx}
+""")
+    rc, out = run_playbook(VALIDATE_PLAY, tmp_path=tmp_path, inventory=inventory)
+    assert rc != 0
+    assert ("node1: vllm_gateway_routing.tiny-chat: 'prefx' is not a routing mode — use one of least_conn, session, prefix"
+            in out), out[-3000:]
+    rc, out = run_playbook(VALIDATE_PLAY, "-e", '{"vllm_gateway_routing": {"tiny-chat": "prefix"}}', tmp_path=tmp_path,
+                           inventory=inventory)
+    assert rc == 0, out[-3000:]

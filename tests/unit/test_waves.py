@@ -7,14 +7,13 @@ in the comments beside them."""
 from __future__ import annotations
 
 import copy
-import importlib.util
 import random
 import time
 
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from conftest import REPO
+from conftest import filter_plugins
 from vllm_deploy import waves
 
 
@@ -626,10 +625,7 @@ def test_a_1000_host_plan_is_fast():
 
 
 def _filters():
-    spec = importlib.util.spec_from_file_location("vllm_deploy_filters_waves", REPO / "plugins/filter/vllm_deploy_filters.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.FilterModule().filters()
+    return filter_plugins()
 
 
 def test_the_filters_return_the_plan_and_its_lines():

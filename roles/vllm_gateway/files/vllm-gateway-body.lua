@@ -7,7 +7,10 @@
 --   txn.model    the `model` the engine will serve (a string), routed through models.map
 --   txn.refusal  why the body is refused, one of: invalid_json, not_object, invalid_number,
 --                max_tokens_too_large, n_too_large (unset: the body may go to an engine)
--- Arguments: the max_tokens cap and the n / best_of cap, 0 for none.
+--   txn.route_session  the body's `user` (a non-empty string): the key of session routing
+--   txn.route_prefix   the first N characters of the prompt, or of the leading messages (system or developer
+--                      messages and the first user message): the key of prefix routing
+-- Arguments: the max_tokens cap, the n / best_of cap (0 for none), N (0: no prefix key).
 local cjson = require("cjson")
 
 -- NaN, Infinity, hex and leading zeros are not JSON: refused rather than read one way here and
@@ -63,7 +66,83 @@ local function control_in_string(raw)
     return unescaped:gsub('"[^"\1-\31]*"', ""):find('"', 1, true) ~= nil
 end
 
-local function read_body(txn, max_tokens, max_n)
+-- The text of a message's content, a Messages API `system` or a Responses API input item: a string, or
+-- the `text` of each part of a list ({"type": "text", "text": ...}); images and other parts add nothing.
+local function content_text(content)
+    if type(content) == "string" then
+        return content
+    end
+    if type(content) ~= "table" then
+        return ""
+    end
+    local parts = {}
+    for _, part in ipairs(content) do
+        if type(part) == "string" then
+            parts[#parts + 1] = part
+        elseif type(part) == "table" and type(part.text) == "string" then
+            parts[#parts + 1] = part.text
+        end
+    end
+    return table.concat(parts, "\n")
+end
+
+-- The leading `limit` characters of what the engine will prefill first: instructions / system, then the
+-- prompt (the first of a list; token ids as numbers) or the messages up to the first user message, each as
+-- "role\ntext\n". What two requests share at the start they share here, so they hash alike, and every turn
+-- of one conversation has the same key; nil when the body has no prompt at all.
+local function leading_text(body, limit)
+    local pieces, chars = {}, 0
+    local function add(text)
+        if chars < limit and type(text) == "string" and text ~= "" then
+            pieces[#pieces + 1] = text
+            chars = chars + (utf8.len(text) or #text)
+        end
+    end
+    add(body.instructions)
+    add(content_text(body.system))
+    local prompt = body.prompt
+    if type(prompt) == "table" then
+        prompt = prompt[1]
+    end
+    if type(prompt) == "string" then
+        add(prompt)
+    elseif type(prompt) == "number" or type(prompt) == "table" then
+        local ids = type(prompt) == "table" and prompt or body.prompt
+        local texts = {}
+        for i = 1, math.min(#ids, limit) do
+            texts[i] = tostring(ids[i])
+        end
+        add(table.concat(texts, ","))
+    end
+    local turns = type(body.messages) == "table" and body.messages or body.input
+    if type(turns) == "string" then
+        add(turns)
+    elseif type(turns) == "table" then
+        for _, turn in ipairs(turns) do
+            if chars >= limit then
+                break
+            end
+            if type(turn) == "table" then
+                add((type(turn.role) == "string" and turn.role or "") .. "\n" .. content_text(turn.content) .. "\n")
+            elseif type(turn) == "string" then
+                add(turn .. "\n")
+            end
+            -- Up to the first user turn: later turns grow with the conversation, and a key that took them in
+            -- would move a conversation to another instance at each turn.
+            if type(turn) ~= "table" or turn.role == "user" then
+                break
+            end
+        end
+    end
+    if #pieces == 0 then
+        return nil
+    end
+    local text = table.concat(pieces)
+    local cut = utf8.offset(text, limit + 1)
+    return cut and text:sub(1, cut - 1) or text
+end
+
+local function read_body(txn, max_tokens, max_n, prefix_chars)
     local raw = txn.f:req_body() or ""
     -- What cjson takes and Python's json refuses: a NUL (cjson stops there as at the end of the
     -- text), bytes that are not UTF-8 (cjson does not look), a raw control character in a string.
@@ -84,6 +163,16 @@ local function read_body(txn, max_tokens, max_n)
         -- has a backslash, so the spelled-out NUL finds no backend.
         txn:set_var("txn.model", (body.model:gsub("%z", "\\0")))
     end
+    if type(body.user) == "string" and body.user ~= "" then
+        txn:set_var("txn.route_session", body.user)
+    end
+    local limit = tonumber(prefix_chars) or 0
+    if limit > 0 then
+        local prefix = leading_text(body, limit)
+        if prefix then
+            txn:set_var("txn.route_prefix", prefix)
+        end
+    end
     local refusal = over_cap(body, TOKENS, tonumber(max_tokens) or 0, "max_tokens_too_large")
         or over_cap(body, FAN_OUT, tonumber(max_n) or 0, "n_too_large")
     if refusal then
@@ -91,4 +180,4 @@ local function read_body(txn, max_tokens, max_n)
     end
 end
 
-core.register_action("vllm_gateway_body", { "http-req" }, read_body, 2)
+core.register_action("vllm_gateway_body", { "http-req" }, read_body, 3)
