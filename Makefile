@@ -28,7 +28,7 @@ VLLM_ARGS_VENV ?= /var/tmp/vllm-args-venv
 STAGING   := -i inventory/staging/hosts.yml
 
 .PHONY: help setup prereqs node-image node-image-vllm wheelhouse staging staging-down test test-unit test-rules lint syntax collection-check molecule \
-        bench-deploy bench-rollout bench-planner bench-diagnose bench-diagnose-blind bench-inputs bench-image bench-gateway bench-routing python-base vllm-args check-vllm-args
+        bench-deploy bench-rollout bench-planner bench-diagnose bench-diagnose-blind bench-inputs bench-image bench-gateway bench-routing bench-weights python-base vllm-args check-vllm-args
 
 help:  ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -137,3 +137,8 @@ bench-diagnose-blind: setup  ## Diagnosis on the blind hold-out: development fig
 
 bench-inputs: setup  ## diagnose / gpus on generated 50 MiB inputs (many lines, one line; file and stdin): prints times
 	$(PY) scripts/bench_inputs.py
+
+# SIZE_MIB=64 for a quick look; the issue's figures are for the default 1 GiB.
+SIZE_MIB ?= 1024
+bench-weights: node-image  ## A 1 GiB url model to 2 nodes: bytes fetched / size, distribution / plain rsync, no-op re-run / full re-hash
+	$(PY) scripts/bench_weights.py --size-mib $(SIZE_MIB)
