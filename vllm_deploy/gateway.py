@@ -370,13 +370,13 @@ def validate_vip(*, vip: Any, interface: Any, vrid: Any, hosts: list[str], bind:
     where = f"{host}: " if host else ""
     if vip in (None, ""):
         return []
-    iface = _vip_interface(vip)
-    if iface is None:
-        return [f"{where}vllm_gateway_vip: {vip!r} is not an IPv4 address with its prefix — give the shared address "
-                "and its network's prefix length, e.g. 10.0.0.50/24 (on the gateway hosts' own network), or leave it empty"]
     errors = []
-    ip = iface.ip
-    if ip.is_loopback or ip.is_multicast or ip.is_unspecified or ip.is_link_local or iface.network.prefixlen == 0:
+    iface = _vip_interface(vip)
+    ip = iface.ip if iface is not None else None
+    if iface is None:
+        errors.append(f"{where}vllm_gateway_vip: {vip!r} is not an IPv4 address with its prefix — give the shared address "
+                      "and its network's prefix length, e.g. 10.0.0.50/24 (on the gateway hosts' own network), or leave it empty")
+    elif ip.is_loopback or ip.is_multicast or ip.is_unspecified or ip.is_link_local or iface.network.prefixlen == 0:
         errors.append(f"{where}vllm_gateway_vip: {vip} cannot be a shared service address (loopback, multicast, link-local "
                       "or 0.0.0.0) — give a free address of the gateway hosts' network, e.g. 10.0.0.50/24")
     elif iface.network.prefixlen < 31 and ip in (iface.network.network_address, iface.network.broadcast_address):
@@ -389,13 +389,13 @@ def validate_vip(*, vip: Any, interface: Any, vrid: Any, hosts: list[str], bind:
         errors.append(f"{where}vllm_gateway_vip_interface: {interface!r} is not a network interface name — give the "
                       "interface the VIP's network is on (e.g. eth0, ens3, bond0.42), or leave it empty for the default route's")
     if len(hosts) < 2:
-        errors.append(f"{where}vllm_gateway_vip: set to {vip} but the gateway group has {len(hosts)} host(s): nothing to fail "
+        errors.append(f"{where}vllm_gateway_vip: set to {vip!r} but the gateway group has {len(hosts)} host(s): nothing to fail "
                       "over to — add a second gateway host to the group, or leave vllm_gateway_vip empty")
     # Every address: HAProxy answers on the VIP the moment it arrives (no ip_nonlocal_bind), and keepalived's
     # check reaches this host's own HAProxy at 127.0.0.1 (bound to the VIP, a backup's check would reach the master's).
     if bind not in WILDCARD:
         errors.append(f"{where}vllm_gateway_bind: {bind!r} — with vllm_gateway_vip the gateway listens on every address, so "
-                      f"it answers on {ip} as soon as the address moves to it and its check tests its own HAProxy — "
+                      f"it answers on the VIP as soon as the address moves to it and its check tests its own HAProxy — "
                       "set vllm_gateway_bind: 0.0.0.0 (restrict who reaches it with a firewall)")
     return errors
 

@@ -345,6 +345,12 @@ def test_validate_vip_takes_a_usable_address_or_none(change):
     assert gateway.validate_vip(**{**VIP_OK, **change}) == []
 
 
+def test_validate_vip_reports_every_mistake_at_once():
+    errors = gateway.validate_vip(vip="10.0.0.50", interface="eth0 x", vrid=0, hosts=["gw1"], bind="10.0.0.11", host="gw1")
+    assert [e.split(":")[1].strip() for e in errors] == [
+        "vllm_gateway_vip", "vllm_gateway_vrid", "vllm_gateway_vip_interface", "vllm_gateway_vip", "vllm_gateway_bind"], errors
+
+
 def test_validate_gateway_checks_the_vip_against_the_group():
     ok = dict(enabled=True, group="vllm_gateway", groups={"vllm_gateway": ["gw1", "gw2"]}, keys=GOOD_KEYS,
               max_body_bytes=262144, max_tokens=None, drain_timeout=300, host="gw1")
