@@ -11,6 +11,7 @@ what these return and nothing else:
     key_hash(key), expiry_epoch(value)  -> what keys.map and expires.map hold for one key
     INFERENCE_ROUTES                    -> the routes the gateway may forward (vllm_gateway_routes)
     tls_names(hosts, extra)             -> the subject alternative names of the gateway's certificate
+    vrrp_instance(hosts, host, addrs)   -> {priority, src, peers}: keepalived's view of one gateway host
     validate_*(...)                     -> one line per problem: host, variable, problem, fix
     ROUTING_MODES                       -> how a model's backend may pick an instance (vllm_gateway_routing)
 
@@ -438,11 +439,88 @@ def validate_tls(*, enabled: Any, cert: Any, key: Any, min_version: Any, ciphers
     return errors
 
 
+# Linux interface names: at most 15 bytes (IFNAMSIZ - 1), no '/', ':' or whitespace; a VLAN's dot is fine.
+_IFNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,14}$")
+# VRRP priorities: 255 is the address owner's, 0 "leaving now"; the first gateway host gets the highest.
+VRRP_TOP_PRIORITY = 200
+
+
+def _vip_interface(vip: Any) -> ipaddress.IPv4Interface | None:
+    """An IPv4 address with its prefix ("10.0.0.50/24"), else None."""
+    if not isinstance(vip, str) or vip.count("/") != 1:
+        return None
+    try:
+        iface = ipaddress.ip_interface(vip)
+    except ValueError:
+        return None
+    return iface if isinstance(iface, ipaddress.IPv4Interface) else None
+
+
+def validate_vip(*, vip: Any, interface: Any, vrid: Any, hosts: list[str], bind: Any, host: str = "") -> list[str]:
+    """The virtual address in front of several gateway hosts (vllm_gateway_vip and its companions):
+    an IPv4 address with its prefix, a VRID 1-255, a safe interface name, two or more gateway hosts,
+    and HAProxy bound to every address."""
+    where = f"{host}: " if host else ""
+    if vip in (None, ""):
+        return []
+    errors = []
+    iface = _vip_interface(vip)
+    ip = iface.ip if iface is not None else None
+    if iface is None:
+        errors.append(f"{where}vllm_gateway_vip: {vip!r} is not an IPv4 address with its prefix — give the shared address "
+                      "and its network's prefix length, e.g. 10.0.0.50/24 (on the gateway hosts' own network), or leave it empty")
+    elif ip.is_loopback or ip.is_multicast or ip.is_unspecified or ip.is_link_local or iface.network.prefixlen == 0:
+        errors.append(f"{where}vllm_gateway_vip: {vip} cannot be a shared service address (loopback, multicast, link-local "
+                      "or 0.0.0.0) — give a free address of the gateway hosts' network, e.g. 10.0.0.50/24")
+    elif iface.network.prefixlen < 31 and ip in (iface.network.network_address, iface.network.broadcast_address):
+        errors.append(f"{where}vllm_gateway_vip: {ip} is the network or broadcast address of {iface.network} — "
+                      "give a free host address of that network")
+    if not _is_int(vrid) or not 1 <= vrid <= 255:
+        errors.append(f"{where}vllm_gateway_vrid: must be a whole number 1-255, got {vrid!r} — pick one no other VRRP "
+                      "router on that network uses (e.g. 51)")
+    if interface not in (None, "") and (not isinstance(interface, str) or not _IFNAME.match(interface)):
+        errors.append(f"{where}vllm_gateway_vip_interface: {interface!r} is not a network interface name — give the "
+                      "interface the VIP's network is on (e.g. eth0, ens3, bond0.42), or leave it empty for the default route's")
+    if len(hosts) < 2:
+        errors.append(f"{where}vllm_gateway_vip: set to {vip!r} but the gateway group has {len(hosts)} host(s): nothing to fail "
+                      "over to — add a second gateway host to the group, or leave vllm_gateway_vip empty")
+    # Every address: HAProxy answers on the VIP the moment it arrives (no ip_nonlocal_bind), and keepalived's
+    # check reaches this host's own HAProxy at 127.0.0.1 (bound to the VIP, a backup's check would reach the master's).
+    if bind not in WILDCARD:
+        errors.append(f"{where}vllm_gateway_bind: {bind!r} — with vllm_gateway_vip the gateway listens on every address, so "
+                      f"it answers on the VIP as soon as the address moves to it and its check tests its own HAProxy — "
+                      "set vllm_gateway_bind: 0.0.0.0 (restrict who reaches it with a firewall)")
+    return errors
+
+
+def vrrp_instance(hosts: list[str], host: str, addresses: dict[str, Any]) -> dict[str, Any]:
+    """keepalived's view of `host` among the gateway `hosts` (the group, in inventory order): its priority
+    (the first host VRRP_TOP_PRIORITY, each next one less), its own VRRP address and its unicast peers.
+    `addresses` maps each host to its address on the VIP's network (None: not known in this run).
+    ValueError naming the hosts and the fix when a peer's address is not known."""
+    if host not in hosts:
+        raise ValueError(f"{host}: not a gateway host ({', '.join(hosts)}), so it holds no share of the VIP")
+    missing = [h for h in hosts if not addresses.get(h)]
+    if missing:
+        raise ValueError(
+            f"{host}: the VRRP address of {', '.join(missing)} is not known (no network facts in this run) — run the "
+            "gateway play on every gateway host together (e.g. -l gpu-nodes:vllm_gateway), or set vllm_gateway_vrrp_address "
+            f"on {', '.join(missing)}")
+    src = str(addresses[host])
+    peers = [str(addresses[h]) for h in hosts if h != host]
+    if src in peers:
+        twin = [h for h in hosts if h != host and str(addresses[h]) == src]
+        raise ValueError(f"{host}: its VRRP address {src} is also {', '.join(twin)}'s — give each gateway host its own "
+                         "address on the VIP's network (vllm_gateway_vrrp_address)")
+    return {"priority": max(1, VRRP_TOP_PRIORITY - hosts.index(host)), "src": src, "peers": peers}
+
+
 def validate_gateway(*, enabled: bool, group: str, groups: dict[str, list[str]], keys: Any, max_body_bytes: Any,
                      max_tokens: Any, drain_timeout: Any, host: str = "", routes: Any = None,
-                     max_n: Any = None, tls: dict[str, Any] | None = None) -> list[str]:
+                     max_n: Any = None, tls: dict[str, Any] | None = None, vip: dict[str, Any] | None = None) -> list[str]:
     """The gateway's own inputs: the group exists and has hosts, keys well formed, limits in range,
-    the routes it forwards known inference routes, TLS (`tls`: validate_tls's inputs) consistent."""
+    the routes it forwards known inference routes, TLS (`tls`: validate_tls's inputs) consistent, the
+    virtual address (`vip`: validate_vip's inputs but the hosts, which are the group's) usable."""
     if not enabled:
         return []
     where = f"{host}: " if host else ""
@@ -465,6 +543,8 @@ def validate_gateway(*, enabled: bool, group: str, groups: dict[str, list[str]],
     errors += validate_routes(DEFAULT_ROUTES if routes is None else routes, host)
     if tls is not None:
         errors += validate_tls(**tls, host=host)
+    if vip is not None:
+        errors += validate_vip(**vip, hosts=list(groups.get(group) or []), host=host)
     return errors
 
 

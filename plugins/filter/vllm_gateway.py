@@ -113,20 +113,34 @@ def vllm_gateway_served_name_errors(vllm_models, host=""):
 
 @_filter
 def vllm_gateway_errors(keys, enabled, group, groups, max_body_bytes, max_tokens, drain_timeout, host="", routes=None,
-                        max_n=None, tls=None):
+                        max_n=None, tls=None, vip=None):
     """The gateway's inputs: its group, the keys and their limits, body, max_tokens and n limits, drain timeout, routes,
-    and TLS (`tls`: {enabled, cert, key, min_version, ciphers, ciphersuites, names, ca_dir, redirect_port, port,
-    metrics_port}, gateway.validate_tls's inputs)."""
+    TLS (`tls`: {enabled, cert, key, min_version, ciphers, ciphersuites, names, ca_dir, redirect_port, port,
+    metrics_port}, gateway.validate_tls's inputs) and the virtual address (`vip`: {vip, interface, vrid, bind})."""
     from vllm_deploy import gateway
 
     expect(keys, (list,), "vllm_gateway_keys")
     expect(groups, (dict,), "groups")
     expect(host, (str,), "host")
     expect(tls, (dict,), "the gateway's TLS inputs")
+    expect(vip, (dict,), "the gateway's virtual address inputs")
     return gateway.validate_gateway(enabled=bool(enabled), group=str(group), groups=dict(groups or {}), keys=keys,
                                     max_body_bytes=max_body_bytes, max_tokens=max_tokens,
                                     drain_timeout=drain_timeout, host=str(host), routes=routes, max_n=max_n,
-                                    tls=plain(tls) if tls is not None else None)
+                                    tls=plain(tls) if tls is not None else None,
+                                    vip=plain(vip) if vip is not None else None)
+
+
+@_filter
+def vllm_gateway_vrrp(hostvars, hosts, host):
+    """keepalived's view of `host` among the gateway hosts: {priority, src, peers}. Each host's VRRP address is its
+    vllm_gateway_vrrp_address, else what the role recorded from its facts (__vllm_gateway_vrrp_address)."""
+    from vllm_deploy import gateway
+
+    expect(hosts, (list,), "the gateway hosts")
+    addresses = {str(h): _hostvar(hostvars, h, "vllm_gateway_vrrp_address") or _hostvar(hostvars, h, "__vllm_gateway_vrrp_address")
+                 for h in hosts or []}
+    return gateway.vrrp_instance([str(h) for h in hosts or []], str(host), addresses)
 
 
 @_filter

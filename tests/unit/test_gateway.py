@@ -361,3 +361,72 @@ def test_server_ids_come_from_names_so_a_new_instance_moves_no_other_server():
     assert len(set(three.values())) == 3 and all(1 <= sid < 1_000_000 for sid in three.values())
     taken = {gateway._server_id("x", set())}
     assert gateway._server_id("x", taken) == next(iter(taken)) + 1  # a collision takes the next free id
+# The virtual address in front of several gateway hosts (vllm_gateway_vip): one line per problem, naming the variable.
+VIP_OK = dict(vip="10.0.0.50/24", interface="eth0", vrid=51, hosts=["gw1", "gw2"], bind="0.0.0.0")
+
+
+@pytest.mark.parametrize("change, variable, text", [
+    ({"vip": "10.0.0.50"}, "vllm_gateway_vip", "is not an IPv4 address with its prefix"),
+    ({"vip": "10.0.0.300/24"}, "vllm_gateway_vip", "is not an IPv4 address with its prefix"),
+    ({"vip": "fd00::50/64"}, "vllm_gateway_vip", "is not an IPv4 address with its prefix"),
+    ({"vip": "10.0.0.50/24 dev eth1"}, "vllm_gateway_vip", "is not an IPv4 address with its prefix"),
+    ({"vip": 42}, "vllm_gateway_vip", "is not an IPv4 address with its prefix"),
+    ({"vip": "127.0.0.5/8"}, "vllm_gateway_vip", "cannot be a shared service address"),
+    ({"vip": "10.0.0.255/24"}, "vllm_gateway_vip", "network or broadcast address of 10.0.0.0/24"),
+    ({"vip": "10.0.0.0/24"}, "vllm_gateway_vip", "network or broadcast address"),
+    ({"vrid": 0}, "vllm_gateway_vrid", "must be a whole number 1-255, got 0"),
+    ({"vrid": 256}, "vllm_gateway_vrid", "must be a whole number 1-255"),
+    ({"vrid": "51"}, "vllm_gateway_vrid", "must be a whole number 1-255"),
+    ({"vrid": True}, "vllm_gateway_vrid", "must be a whole number 1-255"),
+    ({"interface": "eth0; reboot"}, "vllm_gateway_vip_interface", "is not a network interface name"),
+    ({"interface": "a-very-long-interface"}, "vllm_gateway_vip_interface", "is not a network interface name"),
+    ({"interface": "eth0\n}"}, "vllm_gateway_vip_interface", "is not a network interface name"),
+    ({"hosts": ["gw1"]}, "vllm_gateway_vip", "has 1 host(s): nothing to fail over to"),
+    ({"bind": "10.0.0.11"}, "vllm_gateway_bind", "set vllm_gateway_bind: 0.0.0.0"),
+    ({"bind": "10.0.0.50"}, "vllm_gateway_bind", "set vllm_gateway_bind: 0.0.0.0"),
+])
+def test_validate_vip_names_host_variable_and_fix(change, variable, text):
+    errors = gateway.validate_vip(**{**VIP_OK, **change}, host="gw1")
+    assert len(errors) == 1, errors
+    assert errors[0].startswith(f"gw1: {variable}: ") and text in errors[0] and " — " in errors[0], errors[0]
+
+
+@pytest.mark.parametrize("change", [{}, {"vip": ""}, {"vip": None, "hosts": ["gw1"], "vrid": 0}, {"interface": ""},
+                                    {"interface": "bond0.42"}, {"bind": "::"}, {"vip": "192.168.7.9/32"},
+                                    {"vrid": 1}, {"vrid": 255}, {"hosts": ["gw1", "gw2", "gw3"]}])
+def test_validate_vip_takes_a_usable_address_or_none(change):
+    assert gateway.validate_vip(**{**VIP_OK, **change}) == []
+
+
+def test_validate_vip_reports_every_mistake_at_once():
+    errors = gateway.validate_vip(vip="10.0.0.50", interface="eth0 x", vrid=0, hosts=["gw1"], bind="10.0.0.11", host="gw1")
+    assert [e.split(":")[1].strip() for e in errors] == [
+        "vllm_gateway_vip", "vllm_gateway_vrid", "vllm_gateway_vip_interface", "vllm_gateway_vip", "vllm_gateway_bind"], errors
+
+
+def test_validate_gateway_checks_the_vip_against_the_group():
+    ok = dict(enabled=True, group="vllm_gateway", groups={"vllm_gateway": ["gw1", "gw2"]}, keys=GOOD_KEYS,
+              max_body_bytes=262144, max_tokens=None, drain_timeout=300, host="gw1")
+    vip = {k: v for k, v in VIP_OK.items() if k != "hosts"}
+    assert gateway.validate_gateway(**ok, vip=vip) == []
+    errors = gateway.validate_gateway(**{**ok, "groups": {"vllm_gateway": ["gw1"]}}, vip=vip)
+    assert [e.split(":")[1].strip() for e in errors] == ["vllm_gateway_vip"]
+    assert gateway.validate_gateway(**{**ok, "enabled": False}, vip={**vip, "vrid": 0}) == []
+
+
+def test_vrrp_priorities_follow_the_group_order_and_peers_are_the_others():
+    hosts = ["gw1", "gw2", "gw3"]
+    addrs = {"gw1": "10.0.0.11", "gw2": "10.0.0.12", "gw3": "10.0.0.13"}
+    assert gateway.vrrp_instance(hosts, "gw1", addrs) == {"priority": 200, "src": "10.0.0.11", "peers": ["10.0.0.12", "10.0.0.13"]}
+    assert gateway.vrrp_instance(hosts, "gw3", addrs) == {"priority": 198, "src": "10.0.0.13", "peers": ["10.0.0.11", "10.0.0.12"]}
+
+
+@pytest.mark.parametrize("host, addrs, text", [
+    ("gw1", {"gw1": "10.0.0.11", "gw2": None}, "gw1: the VRRP address of gw2 is not known"),
+    ("gw1", {"gw1": "10.0.0.11", "gw2": "10.0.0.11"}, "gw1: its VRRP address 10.0.0.11 is also gw2's"),
+    ("gw9", {"gw1": "10.0.0.11", "gw2": "10.0.0.12"}, "gw9: not a gateway host"),
+])
+def test_vrrp_instance_refuses_naming_the_host_and_fix(host, addrs, text):
+    with pytest.raises(ValueError) as err:
+        gateway.vrrp_instance(["gw1", "gw2"], host, addrs)
+    assert str(err.value).startswith(text)
