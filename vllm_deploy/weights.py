@@ -37,6 +37,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -197,20 +198,29 @@ def _select(paths: Iterable[str], include: Iterable[str] | None, exclude: Iterab
 # --- the shared loop ---------------------------------------------------------------------------
 
 def _triage(dest: Path, specs: list[FileSpec], verify: str, record: dict[str, Any], result: FetchResult) -> list[FileSpec]:
-    """The specs not yet in place: what the record vouches for is kept unread, the rest is hashed."""
+    """The specs not yet in place: what the record vouches for is kept unread, the rest is hashed (on
+    every core: hashlib releases the GIL, and a checkpoint's shards are hashed side by side)."""
+    to_hash: list[FileSpec] = []
     todo: list[FileSpec] = []
     for spec in specs:
         final = dest / spec.path
         if verify != "full" and _recorded_ok(final, spec, record.get(spec.path)):
             continue
         if final.is_file() and final.stat().st_size == spec.size:
-            algo, want = _algo(spec)
-            result.hashed.append(spec.path)
-            if hash_file(final, algo) == want:
-                record[spec.path] = _record_entry(final, spec)
-                continue
-        record.pop(spec.path, None)
-        todo.append(spec)
+            to_hash.append(spec)
+        else:
+            record.pop(spec.path, None)
+            todo.append(spec)
+    workers = max(1, min(len(to_hash), os.cpu_count() or 1))
+    with ThreadPoolExecutor(workers) as pool:
+        digests = list(pool.map(lambda s: hash_file(dest / s.path, _algo(s)[0]), to_hash))
+    for spec, digest in zip(to_hash, digests):
+        result.hashed.append(spec.path)
+        if digest == _algo(spec)[1]:
+            record[spec.path] = _record_entry(dest / spec.path, spec)
+        else:
+            record.pop(spec.path, None)
+            todo.append(spec)
     return todo
 
 
@@ -609,7 +619,8 @@ def verify_dir(dest: str | os.PathLike, specs: list[FileSpec], verify: str = "ch
             wrong.append(spec.path)
         else:
             missing.append(spec.path)
-    if dest.is_dir() and not dry_run:
+    if not dry_run:
+        dest.mkdir(parents=True, exist_ok=True)   # where the copy lands (rsync creates no parents)
         _save_record(dest, record, {"verified": True})
     probe = dest
     while not probe.exists():
