@@ -125,6 +125,9 @@ def test_a_new_revision_fetches_only_the_files_that_changed(store, tmp_path):
     publish(root, "m/v2", v2_files)
     cache = tmp_path / "cache"
     assert cli_fetch("m", f"{base}/m/v1", cache)[0] == 0
+    rc, plan, err = cli_fetch("m", f"{base}/m/v2", cache, "--planning")
+    assert rc == 0, err
+    assert plan["fetched"] == [] and sorted(plan["seeded"]) == ["config.json", "tokenizer.json", "tokenizer_config.json"]
     rc, v2, err = cli_fetch("m", f"{base}/m/v2", cache)
     assert rc == 0, err
     assert v2["fetched"] == ["model.safetensors"]

@@ -82,7 +82,7 @@ def fetch(args) -> dict:
     dest = Path(args.cache) / args.name / weights.revision_dir(revision)
     wanted = [s for s in specs if s.path in weights._select([s.path for s in specs], weights.PLANNING_FILES, None)] \
         if args.planning else specs
-    seeded = [] if args.planning else weights.seed_from_siblings(dest, wanted)
+    seeded = weights.seed_from_siblings(dest, wanted)   # what an earlier revision already holds is not fetched
     progress = _ProgressLog(args.log, args.name, weights.revision_dir(revision), sum(s.size for s in wanted))
     include = [s.path for s in wanted]
     if source["source"] == "url":

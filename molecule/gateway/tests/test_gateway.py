@@ -42,10 +42,10 @@ def gateway_url(host):
     return f"http://{address}:8080"
 
 
-def call(url, path, body=None, key=KEY, method=None, raw=None):
+def call(url, path, body=None, key=KEY, method=None, raw=None, headers=None):
     """(status, headers (case-insensitive: HAProxy sends them lower-case), parsed JSON body) of one request."""
     data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {}), **(headers or {})}
     req = urllib.request.Request(url + path, data=data, headers=headers, method=method)
     try:
         with urllib.request.urlopen(req, timeout=120) as resp:
@@ -650,3 +650,60 @@ def test_a_canary_that_serves_worse_is_rolled_back_and_the_rest_never_restart(ho
     assert result["failed"] == 0, result
     assert result["complete"] == result["sent"] >= 40 and result["stream"] > 0 and result["non_stream"] > 0
     assert all(s["status"] == "UP" for s in servers(host).values()), servers(host)
+
+
+def routed(host, since, backend):
+    """The server of each request of `backend` the gateway logged since `since` (epoch), in order: its own log."""
+    time.sleep(1.5)  # journald's lag
+    lines = host.check_output(f"journalctl -u haproxy --no-pager -o cat --since @{int(since)}").splitlines()
+    return [m[1] for line in lines if (m := re.search(rf" {backend}/(\S+) ", line))]
+
+
+def test_routing_for_the_prefix_cache_keeps_a_prefix_and_a_session_on_one_instance(host, gateway_url):
+    """Last, because it changes the gateway's routing (issue 24): tiny-b routed by the prompt's first 64
+    characters, tiny-a by session (X-Session-Id). Requests sharing a prefix reach one instance, as do a
+    session's; a drained instance's prefix moves to the other and comes back when it is enabled again
+    (a rollout drains and enables the same way). Read from the gateway's own log."""
+    rc, out = deploy(extra_vars={"gateway_max_num_seqs": 6, "gateway_tiny_a_rev": "r2", "vllm_gateway_prefix_chars": 64,
+                                 "vllm_gateway_routing": {"tiny-a": "session", "tiny-b": "prefix"}})
+    assert rc == 0, out[-4000:]
+    shared = "Our fleet serves many users from one document. Read it carefully before you answer. "
+
+    def ask(model, prompt, headers=None):
+        status, _, body = call(gateway_url, "/v1/completions", {"model": model, "prompt": prompt, "max_tokens": 2},
+                               headers=headers)
+        assert status == 200, body
+
+    since = time.time()
+    for i in range(6):
+        ask("tiny-b", f"{shared}Question {i}: what is it about?")
+    first = routed(host, since, "model_tiny-b")
+    assert len(first) == 6 and len(set(first)) == 1, first
+
+    since = time.time()
+    for i in range(12):  # different prefixes spread over both instances
+        ask("tiny-b", f"Document {i} of the fleet: {shared}")
+    assert len(set(routed(host, since, "model_tiny-b"))) == 2
+
+    sessions = {}
+    for user in ("alice", "bob", "carol", "dave"):
+        since = time.time()
+        for _ in range(3):
+            ask("tiny-a", "Hello", headers={"X-Session-Id": user})
+        sessions[user] = routed(host, since, "model_tiny-a")
+        assert len(sessions[user]) == 3 and len(set(sessions[user])) == 1, (user, sessions[user])
+
+    target = first[0]
+    host.check_output(f"{CTL} drain model_tiny-b/{target}")
+    try:
+        since = time.time()
+        for i in range(4):
+            ask("tiny-b", f"{shared}Question {i}: who reads it?")
+        moved = routed(host, since, "model_tiny-b")
+        assert len(moved) == 4 and target not in moved, moved
+    finally:
+        host.check_output(f"{CTL} enable model_tiny-b/{target} --timeout 120")
+    since = time.time()
+    for i in range(4):
+        ask("tiny-b", f"{shared}Question {i}: when was it written?")
+    assert routed(host, since, "model_tiny-b") == [target] * 4
