@@ -29,10 +29,11 @@ PATH_RE = re.compile(r"/[^\s:]*")
 CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 INSTANCE_KEYS = ("name", "model", "gpus", "port", "bind", "flags", "env", "cpu_kv_cache_space_gib", "cpus")
-MODEL_KEYS = ("path", "source", "served_name", "generate", "private", "url", "repo", "revision", "endpoint", "include", "exclude")
+MODEL_KEYS = ("path", "source", "served_name", "generate", "private", "url", "repo", "revision", "endpoint", "include", "exclude",
+              "dir")
 # The keys each fetched source reads (vllm_deploy/weights.py), the required ones first.
-SOURCE_KEYS = {"url": ("url",), "hub": ("repo", "revision", "endpoint", "include", "exclude")}
-SOURCE_REQUIRED = {"url": ("url",), "hub": ("repo", "revision")}
+SOURCE_KEYS = {"url": ("url",), "hub": ("repo", "revision", "endpoint", "include", "exclude"), "controller": ("dir",)}
+SOURCE_REQUIRED = {"url": ("url",), "hub": ("repo", "revision"), "controller": ("dir",)}
 HUB_REPO_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?")
 HTTP_URL_RE = re.compile(r"https?://[^\s/]+(/\S*)?")
 # roles/vllm_model/files/tiny_model.py's options (a `source: generate` model's shape).
@@ -82,7 +83,7 @@ OWNED_ENV = {
     "VLLM_DEPLOY_PORT": "the deploy sets it to the instance's port for the image's health check; remove it",
 }
 ENGINES = ("auto", "gpu", "cpu")
-MODEL_SOURCES = ("present", "generate", "url", "hub")
+MODEL_SOURCES = ("present", "generate", "url", "hub", "controller")
 
 
 def is_mig_ref(value: Any) -> bool:
@@ -287,6 +288,7 @@ SOURCE_EXAMPLES = {
     "url": "e.g. url: https://store.example/models/qwen7b (the prefix that serves manifest.json)",
     "repo": "e.g. repo: Qwen/Qwen2.5-7B-Instruct",
     "revision": "pin the 40-hex commit the hub resolves its branch to (HfApi().model_info(repo).sha)",
+    "dir": "e.g. dir: /srv/export/qwen7b (the model's directory on the controller)",
 }
 
 
@@ -303,6 +305,8 @@ def _check_source_keys(problems: _Problems, var: str, model: dict, source: Any) 
             err(f"{var}.{key}", f"is required with source: {source}", SOURCE_EXAMPLES[key])
     if source == "url" and "url" in model:
         _check_http_url(problems, f"{var}.url", model["url"])
+    if source == "controller" and "dir" in model:
+        _check_model_path(problems, f"{var}.dir", model["dir"], SOURCE_EXAMPLES["dir"])
     if source != "hub":
         return
     if "repo" in model and not (isinstance(model["repo"], str) and HUB_REPO_RE.fullmatch(model["repo"])):
@@ -325,14 +329,16 @@ def _check_http_url(problems: _Problems, var: str, value: Any) -> None:
         problems.err(var, f"must be an http:// or https:// URL, got {value!r}", "e.g. https://store.example/models/qwen7b")
 
 
-def _check_model_path(problems: _Problems, var: str, path: Any) -> None:
-    """A model's path: absolute, no control character, nothing Compose would split on."""
+def _check_model_path(problems: _Problems, var: str, path: Any, example: str = "") -> None:
+    """A model's path (or a controller source's dir, `var` then naming it): absolute, no control
+    character, nothing Compose would split on."""
+    where, example, host = (var, example, "the controller") if example else (f"{var}.path", "e.g. path: /srv/models/Qwen2.5-7B-Instruct", "the node")
     if not isinstance(path, str) or not path.startswith("/"):
-        problems.err(f"{var}.path", f"must be an absolute path on the node, got {path!r}", "e.g. path: /srv/models/Qwen2.5-7B-Instruct")
+        problems.err(where, f"must be an absolute path on {host}, got {path!r}", example)
     elif control_char(path):
-        problems.err(f"{var}.path", f"contains the control character {control_char(path)}", "remove it (the path reaches the unit, the Compose file and vLLM's command line)")
+        problems.err(where, f"contains the control character {control_char(path)}", "remove it (the path reaches the unit, the Compose file and vLLM's command line)")
     elif not PATH_RE.fullmatch(path):
-        problems.err(f"{var}.path", f"{path!r} holds a space or a colon", "use a path without spaces or colons (Compose splits volumes on `:`)")
+        problems.err(where, f"{path!r} holds a space or a colon", "use a path without spaces or colons (Compose splits volumes on `:`)")
 
 
 def _check_generate(problems: _Problems, var: str, generate: Any) -> None:

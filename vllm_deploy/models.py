@@ -60,8 +60,8 @@ def degraded_outcomes(slurped: list[dict[str, Any]]) -> dict[str, Any]:
 
 # --- models fetched from a hub, mirror or store (roles/vllm_model/tasks/sources.yml, weights.yml) ---
 
-FETCHED_SOURCES = ("url", "hub")
-SOURCE_FIELDS = ("source", "url", "repo", "revision", "endpoint", "include", "exclude")
+FETCHED_SOURCES = ("url", "hub", "controller")
+SOURCE_FIELDS = ("source", "url", "repo", "revision", "endpoint", "include", "exclude", "dir")
 
 
 def fetch_sources(used: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -74,6 +74,8 @@ def source_text(source: dict[str, Any]) -> str:
     """Where a model comes from, for the summary: the store's prefix, or repo@commit on the hub or a mirror."""
     if source.get("source") == "url":
         return str(source.get("url"))
+    if source.get("source") == "controller":
+        return f"the controller's {source.get('dir')}"
     where = f" from {source['endpoint']}" if source.get("endpoint") else ""
     return f"{source.get('repo')}@{str(source.get('revision'))[:12]}{where}"
 

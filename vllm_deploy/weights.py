@@ -651,6 +651,53 @@ def prune(model_dir: str | os.PathLike, current: str, keep: int) -> list[str]:
     return removed
 
 
+def local_specs(directory: str | os.PathLike, record_dir: str | os.PathLike, model: str = "") -> list[FileSpec]:
+    """A `controller` model's listing: every file of its directory on the controller but hidden ones, with
+    size and sha256. The digests are kept in ``record_dir`` (the fleet cache), so an unchanged file is
+    not hashed again on the next deploy."""
+    directory, record_dir = Path(directory), Path(record_dir)
+    if not directory.is_dir():
+        raise WeightsError(f"model {model}: {directory} is not a directory on the controller; fix vllm_models.{model}.dir")
+    record_dir.mkdir(parents=True, exist_ok=True)
+    record = load_record(record_dir)
+    specs, seen = [], {}
+    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+        rel = path.relative_to(directory).as_posix()
+        if any(part.startswith(".") for part in rel.split("/")):
+            continue
+        entry = record.get(rel)
+        st = path.stat()
+        if isinstance(entry, dict) and entry.get("size") == st.st_size and entry.get("mtime_ns") == st.st_mtime_ns and entry.get("sha256"):
+            digest = entry["sha256"]
+        else:
+            digest = hash_file(path)
+        seen[rel] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest}
+        specs.append(FileSpec(_safe_relpath(model, rel), st.st_size, sha256=digest))
+    if not specs:
+        raise WeightsError(f"model {model}: {directory} holds no file; fix vllm_models.{model}.dir")
+    _save_record(record_dir, seen, {"controller": str(directory)})
+    return specs
+
+
+def fetch_local(directory: str | os.PathLike, dest: str | os.PathLike, specs: list[FileSpec], *, verify: str = "changed",
+                model: str = "", margin: float = 0.05) -> FetchResult:
+    """Bring a `controller` model's files into the cache: hard links where the cache shares the directory's
+    filesystem (no space, no copy), copies elsewhere; each checked against the listing like a download."""
+    directory = Path(directory)
+
+    def download(spec: FileSpec, again: bool) -> tuple[Path, int]:
+        staged = Path(dest) / PARTIAL_DIR / spec.path
+        staged.parent.mkdir(parents=True, exist_ok=True)
+        staged.unlink(missing_ok=True)
+        try:
+            os.link(directory / spec.path, staged)
+        except OSError:
+            shutil.copyfile(directory / spec.path, staged)
+        return staged, _size(staged)
+
+    return _sync(model, Path(dest), specs, download, verify, {"controller": str(directory)}, 1, margin)
+
+
 def write_manifest(directory: str | os.PathLike) -> dict[str, Any]:
     """Publish a model directory to a `url` store: its manifest.json (every file but hidden ones and the
     manifest itself, with size and sha256)."""

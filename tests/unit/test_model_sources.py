@@ -49,7 +49,10 @@ def test_valid_sources_pass(model):
     pytest.param({"url": "https://store/x"}, f"{MV}.url: is read only with source: url — remove it, or set source: url", id="url-key-on-present"),
     pytest.param({"source": "url", "url": "https://s/x", "revision": SHA}, f"{MV}.revision: is read only with source: hub — remove it, or set source: hub", id="hub-key-on-url"),
     pytest.param({"source": "generate", "repo": "a/b"}, f"{MV}.repo: is read only with source: hub — remove it, or set source: hub", id="hub-key-on-generate"),
-    pytest.param({"source": "s3"}, f"{MV}.source: unknown source 's3' — use one of present, generate, url, hub", id="unknown-source"),
+    pytest.param({"source": "s3"}, f"{MV}.source: unknown source 's3' — use one of present, generate, url, hub, controller", id="unknown-source"),
+    pytest.param({"source": "controller"}, f"{MV}.dir: is required with source: controller — e.g. dir: /srv/export/qwen7b (the model's directory on the controller)", id="controller-without-dir"),
+    pytest.param({"source": "controller", "dir": "export/qwen"}, f"{MV}.dir: must be an absolute path on the controller, got 'export/qwen' — e.g. dir: /srv/export/qwen7b (the model's directory on the controller)", id="controller-relative-dir"),
+    pytest.param({"source": "url", "url": "https://s/x", "dir": "/srv/x"}, f"{MV}.dir: is read only with source: controller — remove it, or set source: controller", id="controller-key-on-url"),
 ])
 def test_bad_sources_refused_in_one_line(model, line):
     assert check(**model) == [line]

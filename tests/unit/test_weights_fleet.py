@@ -245,3 +245,45 @@ def test_the_node_path_of_a_fetched_model_is_its_revision_directory():
     assert revs["q"]["path"] == "/srv/q/" + "a" * 12 and revs["q"]["from"] == "https://s/q"
     resolved = models.resolved({"q": used[0], "t": used[1]}, revs)
     assert resolved["q"]["path"] == "/srv/q/" + "a" * 12 and resolved["t"]["path"] == "/srv/t"
+
+
+def test_a_controller_directory_is_listed_once_and_linked_into_the_cache(tmp_path):
+    """source: controller: the directory's files are hashed once (the cache keeps their digests), linked into
+    the cache (same filesystem: no copy), planning files first; a changed file is a new revision."""
+    src = tmp_path / "export" / "m"
+    src.mkdir(parents=True)
+    for rel, data in model_files(4).items():
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_bytes(data)
+    (src / ".cache").mkdir()
+    (src / ".cache" / "lock").write_text("not part of the model")
+    cache = tmp_path / "cache"
+
+    def fetch(*extra):
+        run = subprocess.run([sys.executable, "-m", "vllm_deploy.cli", "weights", "fetch", "m", "--source",
+                              json.dumps({"source": "controller", "dir": str(src)}), "--cache", str(cache), *extra],
+                             capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stderr
+        return json.loads(run.stdout)
+
+    plan = fetch("--planning")
+    assert sorted(plan["fetched"]) == ["config.json", "tokenizer.json", "tokenizer_config.json"]
+    assert sorted(f["path"] for f in plan["files"]) == sorted(model_files(4))
+    full = fetch()
+    assert sorted(full["fetched"]) == ["extra/notes.txt", "model.safetensors"] and full["dir"] == plan["dir"]
+    cached = cache / "m" / full["dir"] / "model.safetensors"
+    assert cached.stat().st_ino == (src / "model.safetensors").stat().st_ino
+    again = fetch()
+    assert again["fetched"] == [] and again["hashed"] == []
+    (src / "model.safetensors").write_bytes(model_files(5)["model.safetensors"])
+    changed = fetch()
+    assert changed["dir"] != full["dir"] and changed["fetched"] == ["model.safetensors"]
+    assert sorted(changed["seeded"]) == ["config.json", "extra/notes.txt", "tokenizer.json", "tokenizer_config.json"]
+
+
+def test_a_controller_source_that_is_not_a_directory_is_refused_in_one_line(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "vllm_deploy.cli", "weights", "fetch", "m", "--source",
+                          json.dumps({"source": "controller", "dir": str(tmp_path / "nowhere")}), "--cache", str(tmp_path / "c")],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1
+    assert run.stderr.count("\n") == 1 and "is not a directory on the controller; fix vllm_models.m.dir" in run.stderr

@@ -63,8 +63,11 @@ class _ProgressLog:
         self.line(f"{got / 1e6:.1f} of {self.total / 1e6:.1f} MB, {rate / 1e6:.1f} MB/s ({path})")
 
 
-def _specs(name: str, source: dict, token: str | None) -> tuple[str, list[weights.FileSpec]]:
+def _specs(name: str, source: dict, token: str | None, cache: str) -> tuple[str, list[weights.FileSpec]]:
     kind = source.get("source")
+    if kind == "controller":
+        specs = weights.local_specs(source["dir"], Path(cache) / name / ".controller", name)
+        return weights.url_revision(specs), specs
     if kind == "url":
         specs = weights.manifest_specs(weights.load_manifest(source["url"], name), source["url"], name)
         return weights.url_revision(specs), specs
@@ -72,20 +75,23 @@ def _specs(name: str, source: dict, token: str | None) -> tuple[str, list[weight
         specs = weights.hub_specs(source["repo"], source["revision"], endpoint=source.get("endpoint"), token=token,
                                   include=source.get("include"), exclude=source.get("exclude"), model=name)
         return source["revision"], specs
-    raise weights.WeightsError(f"model {name}: source {kind!r} has nothing to fetch; use source: url or source: hub")
+    raise weights.WeightsError(f"model {name}: source {kind!r} has nothing to fetch; use source: url, hub or controller")
 
 
 def fetch(args) -> dict:
     source = json.loads(args.source)
     token = os.environ.get("HF_TOKEN") or None
-    revision, specs = _specs(args.name, source, token)
+    revision, specs = _specs(args.name, source, token, args.cache)
     dest = Path(args.cache) / args.name / weights.revision_dir(revision)
     wanted = [s for s in specs if s.path in weights._select([s.path for s in specs], weights.PLANNING_FILES, None)] \
         if args.planning else specs
     seeded = weights.seed_from_siblings(dest, wanted)   # what an earlier revision already holds is not fetched
     progress = _ProgressLog(args.log, args.name, weights.revision_dir(revision), sum(s.size for s in wanted))
     include = [s.path for s in wanted]
-    if source["source"] == "url":
+    if source["source"] == "controller":
+        chosen = set(include)
+        result = weights.fetch_local(source["dir"], dest, [s for s in specs if s.path in chosen], verify=args.verify, model=args.name)
+    elif source["source"] == "url":
         result = weights.fetch_url(source["url"], dest, {"files": weights.specs_to_json(specs)}, include=include,
                                    progress=progress, verify=args.verify, model=args.name)
     else:
