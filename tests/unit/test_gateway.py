@@ -94,16 +94,18 @@ def test_models_list_is_openai_shaped():
 
 
 GOOD_KEYS = [{"name": "team-a", "key": "a" * 24, "rate_per_s": 10},
-             {"name": "team-b", "key": "b" * 24, "concurrent": 2}]
+             {"name": "team-b", "key": "b" * 24, "concurrent": 2, "tokens_per_min": 200000}]
 
 
 def test_key_table_holds_hashes_and_fills_no_limit_as_zero():
     table = gateway.key_table(GOOD_KEYS + [{"name": "team-c", "key": "c" * 24, "expires": datetime.date(2027, 1, 31)}])
     assert table == [
-        {"name": "team-a", "key_sha256": hashlib.sha256(b"a" * 24).hexdigest(), "rate_per_s": 10, "concurrent": 0, "expires": 0},
-        {"name": "team-b", "key_sha256": hashlib.sha256(b"b" * 24).hexdigest(), "rate_per_s": 0, "concurrent": 2, "expires": 0},
+        {"name": "team-a", "key_sha256": hashlib.sha256(b"a" * 24).hexdigest(), "rate_per_s": 10, "concurrent": 0,
+         "tokens_per_min": 0, "expires": 0},
+        {"name": "team-b", "key_sha256": hashlib.sha256(b"b" * 24).hexdigest(), "rate_per_s": 0, "concurrent": 2,
+         "tokens_per_min": 200000, "expires": 0},
         {"name": "team-c", "key_sha256": hashlib.sha256(b"c" * 24).hexdigest(), "rate_per_s": 0, "concurrent": 0,
-         "expires": 1801353600},
+         "tokens_per_min": 0, "expires": 1801353600},
     ]
     # What the role writes comes from this table alone: no plain key in it, so none in a map file or a diff.
     assert not any(k in repr(table) for k in ("a" * 24, "b" * 24, "c" * 24))
@@ -135,6 +137,14 @@ def test_expiry_epoch(value, epoch):
     ([{"name": "t", "key": "a" * 24, "concurrent": -1}], ["vllm_gateway_keys[0].concurrent: must be a whole number"]),
     ([{"name": "t", "key": "a" * 24, "concurrent": True}], ["vllm_gateway_keys[0].concurrent: must be a whole number"]),
     ([{"name": "t", "key": "a" * 24, "rpm": 3}], ["vllm_gateway_keys[0]: unknown settings rpm"]),
+    ([{"name": "t", "key": "a" * 24, "tokens_per_min": 0}], []),  # 0: no budget, as absent
+    ([{"name": "t", "key": "a" * 24, "tokens_per_min": gateway.TOKEN_BUDGET_MAX}], []),
+    ([{"name": "t", "key": "a" * 24, "tokens_per_min": "100k"}], ["vllm_gateway_keys[0].tokens_per_min: must be a whole number 0-"]),
+    ([{"name": "t", "key": "a" * 24, "tokens_per_min": -1}], ["vllm_gateway_keys[0].tokens_per_min: must be a whole number 0-"]),
+    ([{"name": "t", "key": "a" * 24, "tokens_per_min": 1.5e5}], ["vllm_gateway_keys[0].tokens_per_min: must be a whole number 0-"]),
+    ([{"name": "t", "key": "a" * 24, "tokens_per_min": True}], ["vllm_gateway_keys[0].tokens_per_min: must be a whole number 0-"]),
+    ([{"name": "t", "key": "a" * 24, "tokens_per_min": 2 ** 30}], ["vllm_gateway_keys[0].tokens_per_min: must be a whole number 0-"]),
+    ([{"name": "t", "key": "a" * 24, "tpm": 3}], ["vllm_gateway_keys[0]: unknown settings tpm"]),
     ([{"name": "t", "key": "a" * 24, "expires": "2027-01-31"}], []),
     ([{"name": "t", "key": "a" * 24, "expires": datetime.date(2020, 1, 1)}], []),  # listed, refused as expired
     ([{"name": "t", "key": "a" * 24, "expires": "2027-01-31T18:00:00+01:00"}], []),
