@@ -43,6 +43,8 @@ KEY_RE = re.compile(r"^[A-Za-z0-9._~+/=-]{16,256}$")
 # cost (haproxy.cfg.j2, vllm-gateway-body.lua): a budget above what they can hold could never be reached.
 TOKEN_BUDGET_BITS = 30
 TOKEN_BUDGET_MAX = 2 ** TOKEN_BUDGET_BITS - 1
+# The window a budget is counted over, in seconds (vllm_gateway_token_budget_window); the budget is scaled to it.
+TOKEN_BUDGET_WINDOW_MAX = 600
 # The inference routes the gateway may forward (POST, with `model` in the body), by their exact path:
 # the ones of vLLM 0.32's OpenAI server that run a model for a client. Everything else the engine
 # serves (/metrics, /tokenize's neighbours /detokenize, /docs, /openapi.json, /version, /health,
@@ -526,7 +528,8 @@ def vrrp_instance(hosts: list[str], host: str, addresses: dict[str, Any]) -> dic
 
 def validate_gateway(*, enabled: bool, group: str, groups: dict[str, list[str]], keys: Any, max_body_bytes: Any,
                      max_tokens: Any, drain_timeout: Any, host: str = "", routes: Any = None,
-                     max_n: Any = None, tls: dict[str, Any] | None = None, vip: dict[str, Any] | None = None) -> list[str]:
+                     max_n: Any = None, tls: dict[str, Any] | None = None, vip: dict[str, Any] | None = None,
+                     token_window: Any = 60) -> list[str]:
     """The gateway's own inputs: the group exists and has hosts, keys well formed, limits in range,
     the routes it forwards known inference routes, TLS (`tls`: validate_tls's inputs) consistent, the
     virtual address (`vip`: validate_vip's inputs but the hosts, which are the group's) usable."""
@@ -546,6 +549,9 @@ def validate_gateway(*, enabled: bool, group: str, groups: dict[str, list[str]],
     if max_n is not None and (not _is_int(max_n) or max_n < 1):
         errors.append(f"{where}vllm_gateway_max_n: must be a whole number >= 1 or null (no cap), got {max_n!r} — "
                       "e.g. 8 (completions one request may ask for with n or best_of)")
+    if not _is_int(token_window) or not 1 <= token_window <= TOKEN_BUDGET_WINDOW_MAX:
+        errors.append(f"{where}vllm_gateway_token_budget_window: must be whole seconds 1-{TOKEN_BUDGET_WINDOW_MAX}, got "
+                      f"{token_window!r} — e.g. 60 (each key's tokens_per_min counted per minute) or 10 (a sixth of it per 10 s)")
     if not _is_int(drain_timeout) or drain_timeout < 0:
         errors.append(f"{where}vllm_gateway_drain_timeout: must be whole seconds >= 0, got {drain_timeout!r} — "
                       "e.g. 300 (the longest generation you let finish before a restart)")

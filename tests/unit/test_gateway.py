@@ -195,6 +195,19 @@ def test_validate_gateway_takes_a_whole_max_n_or_none(max_n, ok):
         assert len(errors) == 1 and errors[0].startswith(f"gw: vllm_gateway_max_n: must be a whole number >= 1 or null (no cap), got {max_n!r}"), errors
 
 
+@pytest.mark.parametrize("window, ok", [(60, True), (1, True), (600, True), (0, False), (601, False), (2.5, False),
+                                         ("60", False), (True, False), (None, False)])
+def test_validate_gateway_takes_a_token_budget_window_of_whole_seconds(window, ok):
+    inputs = dict(enabled=True, group="vllm_gateway", groups={"vllm_gateway": ["gw"]}, keys=GOOD_KEYS,
+                  max_body_bytes=262144, max_tokens=4096, drain_timeout=300, host="gw")
+    errors = gateway.validate_gateway(**inputs, token_window=window)
+    if ok:
+        assert errors == []
+    else:
+        assert len(errors) == 1 and errors[0].startswith(
+            f"gw: vllm_gateway_token_budget_window: must be whole seconds 1-600, got {window!r} — e.g. 60"), errors
+
+
 def test_validate_routes_takes_only_known_inference_routes():
     assert gateway.validate_routes(gateway.DEFAULT_ROUTES) == []
     assert gateway.validate_routes(["/v1/completions", "/v1/responses", "/tokenize"]) == []
