@@ -6,7 +6,7 @@ what these return and nothing else:
 
     backend_table(fleet, gateway_host)  -> [{served_name, backend, servers: [{name, id, host, instance, address, port}]}]
     models_list(table)                  -> the body of GET /v1/models
-    key_table(keys)                     -> [{name, key_sha256, rate_per_s, concurrent, expires}] (0 = no limit,
+    key_table(keys)                     -> [{name, key_sha256, rate_per_s, concurrent, tokens_per_min, expires}] (0 = no limit,
                                            never expires); no plain key: the gateway host holds only hashes
     key_hash(key), expiry_epoch(value)  -> what keys.map and expires.map hold for one key
     INFERENCE_ROUTES                    -> the routes the gateway may forward (vllm_gateway_routes)
@@ -39,6 +39,12 @@ SERVED_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/+-]{0,127}$")
 KEY_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 # A key sits in a map file (whitespace splits its columns) and in an Authorization header.
 KEY_RE = re.compile(r"^[A-Za-z0-9._~+/=-]{16,256}$")
+# A key's token budget is counted in TOKEN_BUDGET_BITS stick-table rates, one per bit of each request's
+# cost (haproxy.cfg.j2, vllm-gateway-body.lua): a budget above what they can hold could never be reached.
+TOKEN_BUDGET_BITS = 30
+TOKEN_BUDGET_MAX = 2 ** TOKEN_BUDGET_BITS - 1
+# The window a budget is counted over, in seconds (vllm_gateway_token_budget_window); the budget is scaled to it.
+TOKEN_BUDGET_WINDOW_MAX = 600
 # The inference routes the gateway may forward (POST, with `model` in the body), by their exact path:
 # the ones of vLLM 0.32's OpenAI server that run a model for a client. Everything else the engine
 # serves (/metrics, /tokenize's neighbours /detokenize, /docs, /openapi.json, /version, /health,
@@ -202,11 +208,12 @@ def key_table(keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Keys as the map files list them: the key's hash (never the key), limits filled in (0 = no limit),
     expiry in Unix seconds (0 = never); call validate_keys first."""
     return [{"name": k["name"], "key_sha256": key_hash(k["key"]), "rate_per_s": int(k.get("rate_per_s") or 0),
-             "concurrent": int(k.get("concurrent") or 0), "expires": expiry_epoch(k.get("expires")) or 0} for k in keys]
+             "concurrent": int(k.get("concurrent") or 0), "tokens_per_min": int(k.get("tokens_per_min") or 0),
+             "expires": expiry_epoch(k.get("expires")) or 0} for k in keys]
 
 
 def validate_keys(keys: Any, host: str = "") -> list[str]:
-    """vllm_gateway_keys: [{name, key, rate_per_s?, concurrent?, expires?}] — never quotes a key in a message."""
+    """vllm_gateway_keys: [{name, key, rate_per_s?, concurrent?, tokens_per_min?, expires?}] — never quotes a key in a message."""
     where = f"{host}: " if host else ""
     if not isinstance(keys, list) or not keys:
         return [f"{where}vllm_gateway_keys: must be a non-empty list of {{name, key, rate_per_s, concurrent}} — "
@@ -240,14 +247,18 @@ def validate_keys(keys: Any, host: str = "") -> list[str]:
             if value is not None and (not _is_int(value) or value < 0):
                 errors.append(f"{where}{var}.{limit}: must be a whole number >= 0 (0 or absent: no limit), got {value!r} — "
                               f"e.g. {limit}: {10 if limit == 'rate_per_s' else 4}")
+        budget = entry.get("tokens_per_min")
+        if budget is not None and (not _is_int(budget) or not 0 <= budget <= TOKEN_BUDGET_MAX):
+            errors.append(f"{where}{var}.tokens_per_min: must be a whole number 0-{TOKEN_BUDGET_MAX} (0 or absent: no budget), "
+                          f"got {budget!r} — the output tokens {label} may ask for per minute, e.g. tokens_per_min: 200000")
         expires = entry.get("expires")
         if expires is not None and (isinstance(expires, bool) or expiry_epoch(expires) is None):
             errors.append(f"{where}{var}.expires: {str(expires)!r} is not a date or a timestamp with its offset — "
                           "give 2027-01-31 (refused from that day's 00:00 UTC) or 2027-01-31T18:00:00+01:00")
-        unknown = sorted(set(entry) - {"name", "key", "rate_per_s", "concurrent", "expires"})
+        unknown = sorted(set(entry) - {"name", "key", "rate_per_s", "concurrent", "tokens_per_min", "expires"})
         if unknown:
             errors.append(f"{where}{var}: unknown settings {', '.join(unknown)} — a key takes name, key, rate_per_s, "
-                          "concurrent, expires")
+                          "concurrent, tokens_per_min, expires")
     return errors
 
 
@@ -517,7 +528,8 @@ def vrrp_instance(hosts: list[str], host: str, addresses: dict[str, Any]) -> dic
 
 def validate_gateway(*, enabled: bool, group: str, groups: dict[str, list[str]], keys: Any, max_body_bytes: Any,
                      max_tokens: Any, drain_timeout: Any, host: str = "", routes: Any = None,
-                     max_n: Any = None, tls: dict[str, Any] | None = None, vip: dict[str, Any] | None = None) -> list[str]:
+                     max_n: Any = None, tls: dict[str, Any] | None = None, vip: dict[str, Any] | None = None,
+                     token_window: Any = 60) -> list[str]:
     """The gateway's own inputs: the group exists and has hosts, keys well formed, limits in range,
     the routes it forwards known inference routes, TLS (`tls`: validate_tls's inputs) consistent, the
     virtual address (`vip`: validate_vip's inputs but the hosts, which are the group's) usable."""
@@ -537,6 +549,9 @@ def validate_gateway(*, enabled: bool, group: str, groups: dict[str, list[str]],
     if max_n is not None and (not _is_int(max_n) or max_n < 1):
         errors.append(f"{where}vllm_gateway_max_n: must be a whole number >= 1 or null (no cap), got {max_n!r} — "
                       "e.g. 8 (completions one request may ask for with n or best_of)")
+    if not _is_int(token_window) or not 1 <= token_window <= TOKEN_BUDGET_WINDOW_MAX:
+        errors.append(f"{where}vllm_gateway_token_budget_window: must be whole seconds 1-{TOKEN_BUDGET_WINDOW_MAX}, got "
+                      f"{token_window!r} — e.g. 60 (each key's tokens_per_min counted per minute) or 10 (a sixth of it per 10 s)")
     if not _is_int(drain_timeout) or drain_timeout < 0:
         errors.append(f"{where}vllm_gateway_drain_timeout: must be whole seconds >= 0, got {drain_timeout!r} — "
                       "e.g. 300 (the longest generation you let finish before a restart)")

@@ -113,8 +113,9 @@ def vllm_gateway_served_name_errors(vllm_models, host=""):
 
 @_filter
 def vllm_gateway_errors(keys, enabled, group, groups, max_body_bytes, max_tokens, drain_timeout, host="", routes=None,
-                        max_n=None, tls=None, vip=None):
-    """The gateway's inputs: its group, the keys and their limits, body, max_tokens and n limits, drain timeout, routes,
+                        max_n=None, tls=None, vip=None, token_window=60):
+    """The gateway's inputs: its group, the keys and their limits, body, max_tokens and n limits, the token budget's
+    window, drain timeout, routes,
     TLS (`tls`: {enabled, cert, key, min_version, ciphers, ciphersuites, names, ca_dir, redirect_port, port,
     metrics_port}, gateway.validate_tls's inputs) and the virtual address (`vip`: {vip, interface, vrid, bind})."""
     from vllm_deploy import gateway
@@ -127,6 +128,7 @@ def vllm_gateway_errors(keys, enabled, group, groups, max_body_bytes, max_tokens
     return gateway.validate_gateway(enabled=bool(enabled), group=str(group), groups=dict(groups or {}), keys=keys,
                                     max_body_bytes=max_body_bytes, max_tokens=max_tokens,
                                     drain_timeout=drain_timeout, host=str(host), routes=routes, max_n=max_n,
+                                    token_window=token_window,
                                     tls=plain(tls) if tls is not None else None,
                                     vip=plain(vip) if vip is not None else None)
 

@@ -134,7 +134,7 @@ def map_files(keys) -> dict[str, str]:
     table = gateway.key_table(keys)
     return {"keys.map": "".join(f"{k['key_sha256']} {k['name']}\n" for k in table),
             **{f"{column.split('_')[0]}.map": "".join(f"{k['name']} {k[column]}\n" for k in table)
-               for column in ("rate_per_s", "concurrent", "expires")}}
+               for column in ("rate_per_s", "concurrent", "tokens_per_min", "expires")}}
 
 
 def write_tables(config_dir, table, keys=None):

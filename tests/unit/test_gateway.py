@@ -94,16 +94,18 @@ def test_models_list_is_openai_shaped():
 
 
 GOOD_KEYS = [{"name": "team-a", "key": "a" * 24, "rate_per_s": 10},
-             {"name": "team-b", "key": "b" * 24, "concurrent": 2}]
+             {"name": "team-b", "key": "b" * 24, "concurrent": 2, "tokens_per_min": 200000}]
 
 
 def test_key_table_holds_hashes_and_fills_no_limit_as_zero():
     table = gateway.key_table(GOOD_KEYS + [{"name": "team-c", "key": "c" * 24, "expires": datetime.date(2027, 1, 31)}])
     assert table == [
-        {"name": "team-a", "key_sha256": hashlib.sha256(b"a" * 24).hexdigest(), "rate_per_s": 10, "concurrent": 0, "expires": 0},
-        {"name": "team-b", "key_sha256": hashlib.sha256(b"b" * 24).hexdigest(), "rate_per_s": 0, "concurrent": 2, "expires": 0},
+        {"name": "team-a", "key_sha256": hashlib.sha256(b"a" * 24).hexdigest(), "rate_per_s": 10, "concurrent": 0,
+         "tokens_per_min": 0, "expires": 0},
+        {"name": "team-b", "key_sha256": hashlib.sha256(b"b" * 24).hexdigest(), "rate_per_s": 0, "concurrent": 2,
+         "tokens_per_min": 200000, "expires": 0},
         {"name": "team-c", "key_sha256": hashlib.sha256(b"c" * 24).hexdigest(), "rate_per_s": 0, "concurrent": 0,
-         "expires": 1801353600},
+         "tokens_per_min": 0, "expires": 1801353600},
     ]
     # What the role writes comes from this table alone: no plain key in it, so none in a map file or a diff.
     assert not any(k in repr(table) for k in ("a" * 24, "b" * 24, "c" * 24))
@@ -135,6 +137,14 @@ def test_expiry_epoch(value, epoch):
     ([{"name": "t", "key": "a" * 24, "concurrent": -1}], ["vllm_gateway_keys[0].concurrent: must be a whole number"]),
     ([{"name": "t", "key": "a" * 24, "concurrent": True}], ["vllm_gateway_keys[0].concurrent: must be a whole number"]),
     ([{"name": "t", "key": "a" * 24, "rpm": 3}], ["vllm_gateway_keys[0]: unknown settings rpm"]),
+    ([{"name": "t", "key": "a" * 24, "tokens_per_min": 0}], []),  # 0: no budget, as absent
+    ([{"name": "t", "key": "a" * 24, "tokens_per_min": gateway.TOKEN_BUDGET_MAX}], []),
+    ([{"name": "t", "key": "a" * 24, "tokens_per_min": "100k"}], ["vllm_gateway_keys[0].tokens_per_min: must be a whole number 0-"]),
+    ([{"name": "t", "key": "a" * 24, "tokens_per_min": -1}], ["vllm_gateway_keys[0].tokens_per_min: must be a whole number 0-"]),
+    ([{"name": "t", "key": "a" * 24, "tokens_per_min": 1.5e5}], ["vllm_gateway_keys[0].tokens_per_min: must be a whole number 0-"]),
+    ([{"name": "t", "key": "a" * 24, "tokens_per_min": True}], ["vllm_gateway_keys[0].tokens_per_min: must be a whole number 0-"]),
+    ([{"name": "t", "key": "a" * 24, "tokens_per_min": 2 ** 30}], ["vllm_gateway_keys[0].tokens_per_min: must be a whole number 0-"]),
+    ([{"name": "t", "key": "a" * 24, "tpm": 3}], ["vllm_gateway_keys[0]: unknown settings tpm"]),
     ([{"name": "t", "key": "a" * 24, "expires": "2027-01-31"}], []),
     ([{"name": "t", "key": "a" * 24, "expires": datetime.date(2020, 1, 1)}], []),  # listed, refused as expired
     ([{"name": "t", "key": "a" * 24, "expires": "2027-01-31T18:00:00+01:00"}], []),
@@ -183,6 +193,19 @@ def test_validate_gateway_takes_a_whole_max_n_or_none(max_n, ok):
         assert errors == []
     else:
         assert len(errors) == 1 and errors[0].startswith(f"gw: vllm_gateway_max_n: must be a whole number >= 1 or null (no cap), got {max_n!r}"), errors
+
+
+@pytest.mark.parametrize("window, ok", [(60, True), (1, True), (600, True), (0, False), (601, False), (2.5, False),
+                                         ("60", False), (True, False), (None, False)])
+def test_validate_gateway_takes_a_token_budget_window_of_whole_seconds(window, ok):
+    inputs = dict(enabled=True, group="vllm_gateway", groups={"vllm_gateway": ["gw"]}, keys=GOOD_KEYS,
+                  max_body_bytes=262144, max_tokens=4096, drain_timeout=300, host="gw")
+    errors = gateway.validate_gateway(**inputs, token_window=window)
+    if ok:
+        assert errors == []
+    else:
+        assert len(errors) == 1 and errors[0].startswith(
+            f"gw: vllm_gateway_token_budget_window: must be whole seconds 1-600, got {window!r} — e.g. 60"), errors
 
 
 def test_validate_routes_takes_only_known_inference_routes():

@@ -197,12 +197,12 @@ def test_key_list_and_the_map_files_never_hold_a_plain_key_or_a_hash_in_the_list
     assert rc == 0 and out["ok"]
     listed = {k["name"]: k for k in out["keys"]}
     assert "team-b" not in listed and {"team-a", "team-old", "team-new", "team-limit"} <= set(listed)
-    assert listed["team-old"] == {"name": "team-old", "rate_per_s": 0, "concurrent": 0,
+    assert listed["team-old"] == {"name": "team-old", "rate_per_s": 0, "concurrent": 0, "tokens_per_min": 0,
                                   "expires": "2020-01-01T00:00:00Z", "expired": True}
     text = json.dumps(out)
     hashes = [hashlib.sha256(k.encode()).hexdigest() for k in PLAIN_KEYS]
     assert not any(k in text for k in PLAIN_KEYS + hashes)
-    for name in ("keys.map", "rate.map", "concurrent.map", "expires.map"):
+    for name in ("keys.map", "rate.map", "concurrent.map", "tokens.map", "expires.map"):
         content = (gw["dir"] / name).read_text()
         assert not any(k in content for k in PLAIN_KEYS), name
     # Written whole (a temporary file renamed over the old one): none left behind.

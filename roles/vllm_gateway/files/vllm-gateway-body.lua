@@ -10,7 +10,12 @@
 --   txn.route_session  the body's `user` (a non-empty string): the key of session routing
 --   txn.route_prefix   the first N characters of the prompt, or of the leading messages (system or developer
 --                      messages and the first user message): the key of prefix routing
+--   txn.token_cost     the most output tokens the request may ask the engine for: the largest of max_tokens,
+--                      max_completion_tokens, max_output_tokens, times the sequences it generates (the larger
+--                      of n and best_of, at least 1); unset when the body gives none of the three
 -- Arguments: the max_tokens cap, the n / best_of cap (0 for none), N (0: no prefix key).
+--
+-- A second action, vllm_gateway_token_budget, counts txn.token_cost against the key's budget (below).
 local cjson = require("cjson")
 
 -- NaN, Infinity, hex and leading zeros are not JSON: refused rather than read one way here and
@@ -142,6 +147,33 @@ local function leading_text(body, limit)
     return cut and text:sub(1, cut - 1) or text
 end
 
+-- Above any budget (TOKEN_BUDGET_MAX, vllm_deploy/gateway.py), so a cost is always a Lua integer.
+local COST_CEILING = 2 ^ 31
+
+-- The output tokens a body may ask for (see txn.token_cost above), nil when it bounds none; only called once
+-- over_cap passed, so every one of the five fields is a number or nil. A negative or fractional value is the
+-- engine's to refuse; here it only must not lower the count.
+local function largest(body, names)
+    local found
+    for _, name in ipairs(names) do
+        local number = as_number(body[name])
+        if number and (not found or number > found) then
+            found = number
+        end
+    end
+    return found
+end
+
+local function token_cost(body)
+    local bound = largest(body, TOKENS)
+    if not bound then
+        return nil
+    end
+    local sequences = math.max(largest(body, FAN_OUT) or 1, 1)
+    local cost = math.min(math.max(bound, 0) * sequences, COST_CEILING)
+    return math.tointeger(math.ceil(cost))
+end
+
 local function read_body(txn, max_tokens, max_n, prefix_chars)
     local raw = txn.f:req_body() or ""
     -- What cjson takes and Python's json refuses: a NUL (cjson stops there as at the end of the
@@ -176,8 +208,50 @@ local function read_body(txn, max_tokens, max_n, prefix_chars)
     local refusal = over_cap(body, TOKENS, tonumber(max_tokens) or 0, "max_tokens_too_large")
         or over_cap(body, FAN_OUT, tonumber(max_n) or 0, "n_too_large")
     if refusal then
-        txn:set_var("txn.refusal", refusal)
+        return txn:set_var("txn.refusal", refusal)
+    end
+    local cost = token_cost(body)
+    if cost then
+        txn:set_var("txn.token_cost", cost)
+    end
+end
+
+-- A key's token budget: HAProxy 2.6 has no action that adds N to a counter (sc-add-gpc came later), but its
+-- sc_inc_gpc fetch adds one, atomically, to a stick-table rate. So each bit k of a request's cost adds one
+-- to the key's gpc_rate(k, window) (haproxy.cfg.j2, table `keys`), and what the key asked for over the
+-- window is the sum of rate(k) * 2^k. Reads and increments are Lua calls to those fetches on the key's
+-- tracked counter (sc0): one action, run only for keys that have a budget.
+-- Sets txn.token_refusal (too_large: the request alone is above the budget; over_budget: with what the key
+-- asked for in the window it would be), txn.token_window_limit (the budget per window), txn.token_used and
+-- txn.token_retry_after; a request within budget is counted.
+-- Arguments: the number of counters (bits), the window in seconds (the budget is per minute, scaled to it).
+local function token_budget(txn, bits, window)
+    window = tonumber(window)
+    local limit = (tonumber(txn:get_var("txn.token_limit")) or 0) * window // 60
+    local cost = tonumber(txn:get_var("txn.token_cost")) or 0
+    txn:set_var("txn.token_window_limit", math.tointeger(limit))
+    if cost > limit then
+        return txn:set_var("txn.token_refusal", "too_large")
+    end
+    bits = tonumber(bits)
+    local used = 0
+    for k = 0, bits - 1 do
+        used = used + (tonumber(txn.f:sc_gpc_rate(k, 0)) or 0) * (1 << k)
+    end
+    txn:set_var("txn.token_used", used)
+    if used + cost > limit then
+        -- What was asked for leaves the rate over the next window: the time until enough has left, as an
+        -- estimate (at least 1 s; at most the window, since cost <= limit).
+        local wait = math.ceil(window * (used + cost - limit) / used)
+        txn:set_var("txn.token_retry_after", math.tointeger(math.min(math.max(wait, 1), window)))
+        return txn:set_var("txn.token_refusal", "over_budget")
+    end
+    for k = 0, bits - 1 do
+        if cost & (1 << k) ~= 0 then
+            txn.f:sc_inc_gpc(k, 0)
+        end
     end
 end
 
 core.register_action("vllm_gateway_body", { "http-req" }, read_body, 3)
+core.register_action("vllm_gateway_token_budget", { "http-req" }, token_budget, 2)
