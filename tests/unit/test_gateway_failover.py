@@ -48,7 +48,7 @@ PLAY = """\
   gather_facts: false
   tasks:
     - name: Validate
-      ansible.builtin.include_role: {name: vllm_gateway, tasks_from: validate}
+      ansible.builtin.include_role: {name: vllm_gateway, tasks_from: validate_inventory}
 
 - name: Read the gateway hosts' addresses
   hosts: vllm_gateway
