@@ -578,14 +578,15 @@ def seed_from_siblings(dest: str | os.PathLike, specs: list[FileSpec]) -> list[s
     dest.mkdir(parents=True, exist_ok=True)
     record = load_record(dest)
     seeded = []
-    siblings = [d for d in sorted(dest.parent.iterdir()) if d.is_dir() and d != dest] if dest.parent.is_dir() else []
+    siblings = [(d, load_record(d)) for d in sorted(dest.parent.iterdir()) if d.is_dir() and d != dest] \
+        if dest.parent.is_dir() else []
     for spec in specs:
         final = dest / spec.path
         if final.exists():
             continue
-        for sibling in siblings:
+        for sibling, sibling_record in siblings:
             other = sibling / spec.path
-            if _recorded_ok(other, spec, load_record(sibling).get(spec.path)):
+            if _recorded_ok(other, spec, sibling_record.get(spec.path)):
                 final.parent.mkdir(parents=True, exist_ok=True)
                 try:
                     os.link(other, final)
@@ -651,6 +652,16 @@ def prune(model_dir: str | os.PathLike, current: str, keep: int) -> list[str]:
     return removed
 
 
+def _model_files(directory: Path) -> list[tuple[str, Path]]:
+    """(relative path, path) of every file of a model directory, hidden ones (bookkeeping, caches) left out."""
+    found = []
+    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+        rel = path.relative_to(directory).as_posix()
+        if not any(part.startswith(".") for part in rel.split("/")):
+            found.append((rel, path))
+    return found
+
+
 def local_specs(directory: str | os.PathLike, record_dir: str | os.PathLike, model: str = "") -> list[FileSpec]:
     """A `controller` model's listing: every file of its directory on the controller but hidden ones, with
     size and sha256. The digests are kept in ``record_dir`` (the fleet cache), so an unchanged file is
@@ -661,10 +672,7 @@ def local_specs(directory: str | os.PathLike, record_dir: str | os.PathLike, mod
     record_dir.mkdir(parents=True, exist_ok=True)
     record = load_record(record_dir)
     specs, seen = [], {}
-    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
-        rel = path.relative_to(directory).as_posix()
-        if any(part.startswith(".") for part in rel.split("/")):
-            continue
+    for rel, path in _model_files(directory):
         entry = record.get(rel)
         st = path.stat()
         if isinstance(entry, dict) and entry.get("size") == st.st_size and entry.get("mtime_ns") == st.st_mtime_ns and entry.get("sha256"):
@@ -702,12 +710,8 @@ def write_manifest(directory: str | os.PathLike) -> dict[str, Any]:
     """Publish a model directory to a `url` store: its manifest.json (every file but hidden ones and the
     manifest itself, with size and sha256)."""
     directory = Path(directory)
-    files = []
-    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
-        rel = path.relative_to(directory).as_posix()
-        if rel == MANIFEST_NAME or any(part.startswith(".") for part in rel.split("/")):
-            continue
-        files.append({"path": rel, "size": path.stat().st_size, "sha256": hash_file(path)})
+    files = [{"path": rel, "size": path.stat().st_size, "sha256": hash_file(path)}
+             for rel, path in _model_files(directory) if rel != MANIFEST_NAME]
     manifest = {"files": files}
     (directory / MANIFEST_NAME).write_text(json.dumps(manifest, indent=1) + "\n")
     return manifest
