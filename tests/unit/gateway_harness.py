@@ -13,6 +13,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -26,6 +27,7 @@ from conftest import REPO
 from vllm_deploy import gateway
 
 ROLE = REPO / "roles" / "vllm_gateway"
+CTL = ROLE / "files" / "vllm-gateway-ctl"
 
 
 def load_ctl():
@@ -197,3 +199,30 @@ def running_gateway(config_dir, engine_names, keys=None, master_worker=False, en
         for engine in engines:
             engine.shutdown()
             engine.server_close()
+
+
+# --- a running gateway's runtime API and key tool (the key and token-budget tests) --------------------
+
+def admin(gw, line):
+    """One line to HAProxy's runtime API (the gateway's admin socket): its answer."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(10)
+        sock.connect(gw["socket"])
+        sock.sendall(line.encode() + b"\n")
+        chunks = []
+        while data := sock.recv(65536):
+            chunks.append(data)
+    return b"".join(chunks).decode()
+
+
+def processes(gw):
+    """(master PID, worker PID): a reload would fork a new worker."""
+    info = dict(line.split(": ", 1) for line in admin(gw, "show info").splitlines() if ": " in line)
+    return gw["pid"], int(info["Pid"])
+
+
+def key_ctl(gw, *args, stdin=""):
+    """vllm-gateway-ctl key ARGS as an operator runs it on the gateway host: (exit status, its JSON line or stderr)."""
+    run = subprocess.run([sys.executable, str(CTL), "key", *args, "--socket", gw["socket"], "--config-dir", str(gw["dir"])],
+                         input=stdin, capture_output=True, text=True, timeout=30)
+    return run.returncode, json.loads(run.stdout) if run.stdout.strip() else run.stderr

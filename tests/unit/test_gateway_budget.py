@@ -14,18 +14,14 @@ from __future__ import annotations
 import http.client
 import json
 import re
-import socket
-import subprocess
-import sys
 import time
 
 import pytest
 import yaml
 
-from gateway_harness import CLIENT_KEY, ROLE, load_ctl, running_gateway
+from gateway_harness import CLIENT_KEY, ROLE, admin, key_ctl, load_ctl, processes, running_gateway
 from vllm_deploy import gateway
 
-CTL = ROLE / "files" / "vllm-gateway-ctl"
 KEYS = {
     "team-a": CLIENT_KEY,                              # no budget
     "team-budget": "team-budget-key-0123456789ab",
@@ -46,29 +42,6 @@ def gw(tmp_path_factory):
     config_dir = tmp_path_factory.mktemp("gateway-budget")
     with running_gateway(config_dir, ["tiny-a"], keys=INVENTORY, master_worker=True) as running:
         yield {**running, "dir": config_dir}
-
-
-def admin(gw, line):
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(10)
-        sock.connect(gw["socket"])
-        sock.sendall(line.encode() + b"\n")
-        chunks = []
-        while data := sock.recv(65536):
-            chunks.append(data)
-    return b"".join(chunks).decode()
-
-
-def worker(gw):
-    """(master PID, worker PID): a reload would fork a new worker."""
-    info = dict(line.split(": ", 1) for line in admin(gw, "show info").splitlines() if ": " in line)
-    return gw["pid"], int(info["Pid"])
-
-
-def ctl(gw, *args, stdin=""):
-    run = subprocess.run([sys.executable, str(CTL), "key", *args, "--socket", gw["socket"], "--config-dir", str(gw["dir"])],
-                         input=stdin, capture_output=True, text=True, timeout=30)
-    return run.returncode, json.loads(run.stdout) if run.stdout.strip() else run.stderr
 
 
 def post(gw, name, path="/v1/completions", **fields):
@@ -151,33 +124,33 @@ def test_a_key_without_a_budget_is_unlimited_and_not_counted(gw):
 
 
 def test_a_budget_set_or_lifted_through_the_ctl_applies_to_the_next_request_without_a_reload(gw):
-    before = worker(gw)
+    before = processes(gw)
     assert post(gw, "team-live", max_tokens=5000)[0] == 200  # no budget yet: not counted
-    rc, out = ctl(gw, "limits", "team-live", "--tokens-per-min", "600")
+    rc, out = key_ctl(gw, "limits", "team-live", "--tokens-per-min", "600")
     assert rc == 0 and out["changed"] and out["maps"] == ["tokens.map"], out
     assert post(gw, "team-live", max_tokens=500)[0] == 200
     error, _ = refused(post(gw, "team-live", max_tokens=200))
     assert "500 of 600" in error["message"], error
-    assert ctl(gw, "limits", "team-live", "--tokens-per-min", "0")[0] == 0
+    assert key_ctl(gw, "limits", "team-live", "--tokens-per-min", "0")[0] == 0
     assert post(gw, "team-live", max_tokens=200)[0] == 200
-    assert ctl(gw, "limits", "team-live", "--tokens-per-min", "2000")[0] == 0
+    assert key_ctl(gw, "limits", "team-live", "--tokens-per-min", "2000")[0] == 0
     assert post(gw, "team-live", max_tokens=1000)[0] == 200  # 500 + 1000 (the unbudgeted 200 was not counted)
     refused(post(gw, "team-live", max_tokens=501))
     assert "team-live 2000" in (gw["dir"] / "tokens.map").read_text()  # a restart keeps it
-    assert worker(gw) == before
+    assert processes(gw) == before
 
 
 def test_the_ctl_adds_a_key_with_a_budget_lists_it_and_refuses_a_bad_one(gw):
     new_key = "team-new-key-0123456789abcdef"
-    rc, out = ctl(gw, "add", "team-new", "--tokens-per-min", "10", stdin=new_key)
+    rc, out = key_ctl(gw, "add", "team-new", "--tokens-per-min", "10", stdin=new_key)
     assert rc == 0 and out["ok"], out
     KEYS["team-new"] = new_key
     assert post(gw, "team-new", max_tokens=10)[0] == 200
     refused(post(gw, "team-new", max_tokens=1))
-    listed = {k["name"]: k for k in ctl(gw, "list")[1]["keys"]}
+    listed = {k["name"]: k for k in key_ctl(gw, "list")[1]["keys"]}
     assert listed["team-new"]["tokens_per_min"] == 10 and listed["team-a"]["tokens_per_min"] == 0
     for bad in ("-1", str(2 ** 30)):
-        rc, out = ctl(gw, "limits", "team-new", "--tokens-per-min", bad)
+        rc, out = key_ctl(gw, "limits", "team-new", "--tokens-per-min", bad)
         assert rc == 1 and "--tokens-per-min must be a whole number" in out["message"], out
 
 
@@ -195,7 +168,7 @@ def test_a_spent_budget_comes_back_within_two_windows(tmp_path):
         error, headers = refused(post(small, "team-refill", max_tokens=1))
         assert f"100 of 100 tokens per {window} s" in error["message"] and 1 <= int(headers["retry-after"]) <= window
         error, _ = refused(post(small, "team-refill", max_tokens=101))
-        assert f"101 tokens" in error["message"] and f"100 tokens per {window} s" in error["message"]
+        assert "101 tokens" in error["message"] and f"100 tokens per {window} s" in error["message"]
         deadline = spent + 2 * window + 1
         while (answer := post(small, "team-refill", max_tokens=100))[0] == 429:
             assert time.monotonic() < deadline, "the budget did not come back within two windows"

@@ -18,17 +18,15 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
-from gateway_harness import (CLIENT_KEY, ENGINE_KEY, ROLE, backend_table, free_port, haproxy_binary, load_ctl, render_config,
-                             running_gateway)
+from gateway_harness import (CLIENT_KEY, ENGINE_KEY, backend_table, free_port, haproxy_binary, key_ctl, load_ctl, processes,
+                             render_config, running_gateway)
 from vllm_deploy import gateway
 
-CTL = ROLE / "files" / "vllm-gateway-ctl"
 KEY_B = "team-b-key-0123456789abcdef"
 KEY_OLD = "team-old-key-0123456789abcdef"
 NEW_KEYS = {"team-new": "team-new-key-0123456789abcdef", "team-limit": "team-limit-key-0123456789abcd",
@@ -48,30 +46,6 @@ def gw(tmp_path_factory):
     config_dir = tmp_path_factory.mktemp("gateway-keys")
     with running_gateway(config_dir, ["tiny-a"], keys=INVENTORY, master_worker=True) as running:
         yield {**running, "dir": config_dir}
-
-
-def admin(gw, line):
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(10)
-        sock.connect(gw["socket"])
-        sock.sendall(line.encode() + b"\n")
-        chunks = []
-        while data := sock.recv(65536):
-            chunks.append(data)
-    return b"".join(chunks).decode()
-
-
-def processes(gw):
-    """(master PID, worker PID): a reload would fork a new worker."""
-    info = dict(line.split(": ", 1) for line in admin(gw, "show info").splitlines() if ": " in line)
-    return gw["pid"], int(info["Pid"])
-
-
-def ctl(gw, *args, stdin=""):
-    """vllm-gateway-ctl key ARGS as an operator runs it on the gateway host: (exit status, its JSON line or stderr)."""
-    run = subprocess.run([sys.executable, str(CTL), "key", *args, "--socket", gw["socket"], "--config-dir", str(gw["dir"])],
-                         input=stdin, capture_output=True, text=True, timeout=30)
-    return run.returncode, json.loads(run.stdout) if run.stdout.strip() else run.stderr
 
 
 def call(gw, key):
@@ -146,11 +120,11 @@ def test_a_key_revoked_mid_load_is_refused_at_once_and_a_new_one_works_without_a
     with Load(gw, [("team-a", CLIENT_KEY), ("team-a", CLIENT_KEY), ("team-b", KEY_B), ("team-b", KEY_B)]) as load:
         wait_for(lambda: load.count("team-b") >= 20)
         revoke_start = time.monotonic()
-        rc, out = ctl(gw, "revoke", "team-b")
+        rc, out = key_ctl(gw, "revoke", "team-b")
         revoked = time.monotonic()
         assert rc == 0 and out["ok"] and out["changed"], out
         wait_for(lambda: sum(1 for r in load.results if r[0] == "team-b" and r[1] > revoked) >= 10)
-        rc, out = ctl(gw, "add", "team-new", stdin=NEW_KEYS["team-new"] + "\n")
+        rc, out = key_ctl(gw, "add", "team-new", stdin=NEW_KEYS["team-new"] + "\n")
         assert rc == 0 and out["ok"], out
         assert call(gw, NEW_KEYS["team-new"])[0] == 200  # at once: the very next request
         wait_for(lambda: load.count("team-a") >= 60)
@@ -166,14 +140,14 @@ def test_a_key_revoked_mid_load_is_refused_at_once_and_a_new_one_works_without_a
 
 def test_a_new_rate_limit_answers_429_at_once(gw):
     before = processes(gw)
-    assert ctl(gw, "add", "team-limit", stdin=NEW_KEYS["team-limit"])[0] == 0
+    assert key_ctl(gw, "add", "team-limit", stdin=NEW_KEYS["team-limit"])[0] == 0
     assert {call(gw, NEW_KEYS["team-limit"])[0] for _ in range(6)} == {200}
     time.sleep(2.1)  # HAProxy's 1 s rate weighs in the period before: two periods later those six are forgotten
-    rc, out = ctl(gw, "limits", "team-limit", "--rate-per-s", "2")
+    rc, out = key_ctl(gw, "limits", "team-limit", "--rate-per-s", "2")
     assert rc == 0 and out["changed"], out
     statuses = [call(gw, NEW_KEYS["team-limit"])[0] for _ in range(8)]
     assert statuses.count(429) >= 4 and 200 in statuses, statuses
-    assert ctl(gw, "limits", "team-limit", "--rate-per-s", "0")[0] == 0
+    assert key_ctl(gw, "limits", "team-limit", "--rate-per-s", "0")[0] == 0
     assert {call(gw, NEW_KEYS["team-limit"])[0] for _ in range(6)} == {200}
     assert processes(gw) == before
 
@@ -181,19 +155,19 @@ def test_a_new_rate_limit_answers_429_at_once(gw):
 def test_an_expiry_set_through_the_ctl_refuses_the_key_then(gw):
     soon = int(time.time()) + 2
     stamp = datetime.datetime.fromtimestamp(soon, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    assert ctl(gw, "add", "team-soon", "--expires", stamp, stdin=NEW_KEYS["team-soon"])[0] == 0
+    assert key_ctl(gw, "add", "team-soon", "--expires", stamp, stdin=NEW_KEYS["team-soon"])[0] == 0
     assert call(gw, NEW_KEYS["team-soon"])[0] == 200
     time.sleep(max(0.0, soon - time.time()) + 0.2)
     status, body = call(gw, NEW_KEYS["team-soon"])
     assert status == 401 and "expired" in body["error"]["message"]
-    listed = {k["name"]: k for k in ctl(gw, "list")[1]["keys"]}
+    listed = {k["name"]: k for k in key_ctl(gw, "list")[1]["keys"]}
     assert listed["team-soon"]["expires"] == stamp and listed["team-soon"]["expired"] is True
-    assert ctl(gw, "limits", "team-soon", "--expires", "never")[0] == 0
+    assert key_ctl(gw, "limits", "team-soon", "--expires", "never")[0] == 0
     assert call(gw, NEW_KEYS["team-soon"])[0] == 200
 
 
 def test_key_list_and_the_map_files_never_hold_a_plain_key_or_a_hash_in_the_list(gw):
-    rc, out = ctl(gw, "list")
+    rc, out = key_ctl(gw, "list")
     assert rc == 0 and out["ok"]
     listed = {k["name"]: k for k in out["keys"]}
     assert "team-b" not in listed and {"team-a", "team-old", "team-new", "team-limit"} <= set(listed)
@@ -212,14 +186,14 @@ def test_key_list_and_the_map_files_never_hold_a_plain_key_or_a_hash_in_the_list
 def test_the_ctl_takes_a_key_from_stdin_only(gw):
     key = "argv-key-0123456789abcdef"
     for args in (["add", "team-argv", key], ["add", "team-argv", "--key", key]):
-        rc, out = ctl(gw, *args, stdin="")
+        rc, out = key_ctl(gw, *args, stdin="")
         assert rc == 2 and "unrecognized arguments" in out, out  # argparse refuses: there is no place for it
-    rc, out = ctl(gw, "add", "team-argv", stdin="")
+    rc, out = key_ctl(gw, "add", "team-argv", stdin="")
     assert rc == 1 and not out["ok"] and "stdin" in out["message"]
-    rc, out = ctl(gw, "add", "team-argv", stdin="short\n")
+    rc, out = key_ctl(gw, "add", "team-argv", stdin="short\n")
     assert rc == 1 and "short" not in out["message"]
-    assert "team-argv" not in {k["name"] for k in ctl(gw, "list")[1]["keys"]}
-    rc, out = ctl(gw, "add", "team-a", stdin="another-key-0123456789abcdef")
+    assert "team-argv" not in {k["name"] for k in key_ctl(gw, "list")[1]["keys"]}
+    rc, out = key_ctl(gw, "add", "team-a", stdin="another-key-0123456789abcdef")
     assert rc == 1 and "already has a key" in out["message"]
 
 
