@@ -42,11 +42,13 @@ CTL = "/usr/local/libexec/vllm-deploy/vllm-gateway-ctl"
 def staging(inv: Path) -> dict:
     """What the staging inventory says: the gateway (bench_gateway's reading of it), the group's
     instances and served names, the gateway's node."""
-    gateway = load_staging(inv)["gateway"][0]
+    fleet = load_staging(inv)
+    gateway = fleet["gateway"][0]
     hosts = yaml.safe_load((inv / "hosts.yml").read_text())["all"]["children"]
     group = yaml.safe_load((inv / "group_vars/gpu-nodes/vllm.yml").read_text())
     return {"instances": group["vllm_instances"], "models": sorted(m.get("served_name", n) for n, m in group["vllm_models"].items()),
-            "gateway_host": next(iter(hosts["vllm_gateway"]["hosts"])), "url": f"http://{gateway[0]}:{gateway[1]}", "key": gateway[2]}
+            "gateway_host": next(iter(hosts["vllm_gateway"]["hosts"])), "key": gateway[2],
+            "url": f"{'https' if fleet['cacert'] else 'http'}://{gateway[0]}:{gateway[1]}", "cacert": fleet["cacert"]}
 
 
 class Watch(threading.Thread):
@@ -81,6 +83,7 @@ def rollout(env: dict, inv: Path, fleet: dict, instances: list | None, label: st
     with tempfile.TemporaryDirectory() as work:
         stop_file = Path(work) / "stop"
         load = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "loadgen.py"), "--url", fleet["url"], "--key", fleet["key"],
+                                 *(["--cacert", fleet["cacert"]] if fleet["cacert"] else []),
                                  "--models", ",".join(fleet["models"]), "--requests", "20000", "--concurrency", "4",
                                  "--max-tokens", "16", "--pause", "0.2", "--stop-file", str(stop_file), "--json"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -121,7 +124,7 @@ def simulated(per_restart: float) -> None:
                             "changed": ["a", "b", "c", "d"]} for i in range(1, 101)}
     plan = waves.plan_waves(waves.fleet_replicas(view))
     total = waves.estimate_seconds(plan, per_restart)
-    print(f"\nsimulated fleet, 100 hosts x 4 instances, default budget (1 replica of each model per wave), canary first:")
+    print("\nsimulated fleet, 100 hosts x 4 instances, default budget (1 replica of each model per wave), canary first:")
     print(f"  {len(plan['waves'])} waves, {sum(len(w) for w in plan['waves'])} restarts; at {per_restart:.0f} s out of rotation "
           f"per restart (measured above): {total:.0f} s ({total / 3600:.1f} h) plus one canary window per rollout")
     print(f"  (one host after another, as serial: 1 would: {100 * 4 * per_restart:.0f} s)")

@@ -25,10 +25,12 @@ for name, hv in hosts.items():
     print(f"  {name}: http://127.0.0.1:{hv['staging_published_port']}/v1  (key {engine_key})")
 for name in (children.get("vllm_monitoring") or {}).get("hosts") or {}:
     print(f"  Prometheus (alerts, targets): http://127.0.0.1:{hosts[name]['staging_prometheus_published_port']}/alerts  ({name})")
+sdk = (f"""OpenAI SDK (Python): SSL_CERT_FILE={ca} and OpenAI(base_url="{scheme}://127.0.0.1:{gateway_port}/v1", api_key=...)
+""" if cacert else "")
 print(f"""
 Try it:
   curl -s{cacert} {scheme}://127.0.0.1:{gateway_port}/v1/completions -H 'Authorization: Bearer {gateway_key}' \\
        -H 'Content-Type: application/json' -d '{{"model": "{served}", "prompt": "Hello", "max_tokens": 8}}'
-(throwaway staging keys from inventory/staging/group_vars/*/vault.yml)
+{sdk}(throwaway staging keys from inventory/staging/group_vars/*/vault.yml)
 Remove it all with: make staging-down
 """)

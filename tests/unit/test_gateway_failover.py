@@ -2,8 +2,10 @@
 
 Two systemd node containers (the locally built node image) on a Docker network of their own form the group
 `vllm_gateway`; the real role installs Debian's HAProxy and keepalived there and puts the VIP (a free address
-of that network) in front of them. The engine is a stand-in on this machine's address on that network that
-answers every completion after 0.2 s and names the gateway host that sent it. Load goes to the VIP from this machine, one new connection per request; then the host holding the
+of that network) in front of them, serving https with a certificate signed by the CA the role makes on the
+controller (in the test's own directory), as a production pair would. The engine is a stand-in on this machine's address on that network that
+answers every completion after 0.2 s and names the gateway host that sent it. Load goes to the VIP from this machine over https, verified with that CA against the VIP
+(so both hosts' certificate names it), one new connection per request; then the host holding the
 VIP is shut down (systemd's own shutdown, what `poweroff` does). Asserted, as a user would see it:
 
 * every failed request was in flight at one same moment: the requests the stopped host held when the
@@ -20,6 +22,8 @@ import ipaddress
 import json
 import os
 import shutil
+import ssl
+import stat
 import subprocess
 import threading
 import time
@@ -165,6 +169,8 @@ def _inventory(tmp_path, lab) -> str:
             "vllm_gateway_check_inter": "1s",
             "vllm_gateway_vip": lab["vip"],
             "vllm_gateway_vip_interface": "eth0",
+            "vllm_gateway_tls": True,
+            "vllm_gateway_tls_ca_dir": str(tmp_path / "gateway-ca"),
         },
     }}
     path = tmp_path / "hosts.yml"
@@ -179,13 +185,13 @@ def _holders(lab) -> list[str]:
             if _docker("exec", name, "ip", "-o", "-4", "addr", "show", "to", f"{vip}/32", check=False).stdout.strip()]
 
 
-def _request(vip: str, log: list, lock: threading.Lock) -> None:
-    """One completion on a new connection (a client without keep-alive), its times, outcome and the gateway host that sent it."""
+def _request(vip: str, tls: ssl.SSLContext, log: list, lock: threading.Lock) -> None:
+    """One completion on a new https connection (a client without keep-alive), its times, outcome and the gateway host that sent it."""
     body = json.dumps({"model": "tiny", "prompt": "hi", "max_tokens": 1})
     start = time.monotonic()
     served_by, error = None, None
     try:
-        conn = http.client.HTTPConnection(vip, 8080, timeout=REQUEST_TIMEOUT_S)
+        conn = http.client.HTTPSConnection(vip, 8080, timeout=REQUEST_TIMEOUT_S, context=tls)
         conn.request("POST", "/v1/completions", body=body, headers={
             "Authorization": f"Bearer {CLIENT_KEY}", "Content-Type": "application/json", "Connection": "close"})
         answer = conn.getresponse()
@@ -201,11 +207,11 @@ def _request(vip: str, log: list, lock: threading.Lock) -> None:
         log.append({"start": start, "end": time.monotonic(), "served_by": served_by, "error": error})
 
 
-def _load(vip: str, stop: threading.Event, log: list, lock: threading.Lock, threads: list) -> None:
+def _load(vip: str, tls: ssl.SSLContext, stop: threading.Event, log: list, lock: threading.Lock, threads: list) -> None:
     """Open-loop load: a new request every INTERVAL_S whether or not the earlier ones have answered (a stuck
     request does not hold back the next), until `stop` or MAX_REQUESTS."""
     while not stop.is_set() and len(threads) < MAX_REQUESTS:
-        thread = threading.Thread(target=_request, args=(vip, log, lock), daemon=True)
+        thread = threading.Thread(target=_request, args=(vip, tls, log, lock), daemon=True)
         thread.start()
         threads.append(thread)
         stop.wait(INTERVAL_S)
@@ -217,7 +223,11 @@ def test_losing_the_active_gateway_loses_only_its_requests_in_flight(tmp_path, l
                            connection=None, timeout=400)
     assert rc == 0, out[-4000:]
     deployed = time.monotonic() - began
-    assert "clients use the virtual address http://" + lab["vip"].split("/")[0] + ":8080/v1" in out, out[-2000:]
+    assert "clients use the virtual address https://" + lab["vip"].split("/")[0] + ":8080/v1" in out, out[-2000:]
+    # The CA stays on the controller, its key readable by its owner only; clients get ca.crt.
+    ca_dir = tmp_path / "gateway-ca"
+    assert stat.S_IMODE(ca_dir.stat().st_mode) == 0o700 and stat.S_IMODE((ca_dir / "ca.key").stat().st_mode) == 0o600
+    tls = ssl.create_default_context(cafile=str(ca_dir / "ca.crt"))  # checks the certificate names the VIP
 
     holders = _holders(lab)
     assert len(holders) == 1, f"the VIP {lab['vip']} is held by {holders or 'nobody'}"
@@ -230,7 +240,7 @@ def test_losing_the_active_gateway_loses_only_its_requests_in_flight(tmp_path, l
     stop = threading.Event()
     threads: list[threading.Thread] = []
     vip = lab["vip"].split("/")[0]
-    loader = threading.Thread(target=_load, args=(vip, stop, log, lock, threads), daemon=True)
+    loader = threading.Thread(target=_load, args=(vip, tls, stop, log, lock, threads), daemon=True)
     loader.start()
     try:
         time.sleep(1.5)
