@@ -29,7 +29,7 @@ from pathlib import Path
 import yaml
 
 
-def load_staging(inv: Path) -> dict:
+def load_staging(inv: Path, prog: str = "bench-gateway") -> dict:
     hosts = yaml.safe_load((inv / "hosts.yml").read_text())["all"]["children"]
     nodes = hosts["gpu-nodes"]["hosts"]
     gateway_host = next(iter(hosts["vllm_gateway"]["hosts"]))
@@ -40,6 +40,9 @@ def load_staging(inv: Path) -> dict:
     # With vllm_gateway_tls the gateway speaks https, its certificate signed by the role's CA (default
     # directory; its certificate names 127.0.0.1, the address the published port is reached at).
     cacert = str(inv / ".vllm-gateway-ca" / "ca.crt") if gw_vars.get("vllm_gateway_tls") else ""
+    if cacert and not Path(cacert).is_file():
+        raise SystemExit(f"{prog}: no staging fleet: the gateway's CA {cacert} is not there (staging serves https) "
+                         "— run `make staging` first, which makes it")
     tls = ssl.create_default_context(cafile=cacert) if cacert else None
     key = next(k for k in gw_vars.get("vllm_gateway_keys", []) if k.get("name") == "staging")
     return {

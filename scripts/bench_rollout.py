@@ -42,7 +42,7 @@ CTL = "/usr/local/libexec/vllm-deploy/vllm-gateway-ctl"
 def staging(inv: Path) -> dict:
     """What the staging inventory says: the gateway (bench_gateway's reading of it), the group's
     instances and served names, the gateway's node."""
-    fleet = load_staging(inv)
+    fleet = load_staging(inv, "bench-rollout")
     gateway = fleet["gateway"][0]
     hosts = yaml.safe_load((inv / "hosts.yml").read_text())["all"]["children"]
     group = yaml.safe_load((inv / "group_vars/gpu-nodes/vllm.yml").read_text())

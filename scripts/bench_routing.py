@@ -1,13 +1,19 @@
 #!/usr/bin/env python3
 """Routing for the prefix cache on the staging fleet: least_conn, session and prefix modes (make bench-routing).
 
-The workload looks like real use: a handful of long shared documents (each a system prompt), many users, several
-turns each (chat completions, streamed; each turn carries the conversation so far and the body's `user`). The
-modes alternate within one run: for each round, each mode in turn (the order rotates between rounds) is set by
-re-rendering the gateway only (`ansible-playbook deploy.yml -l gpu-nodes:vllm_gateway --tags plan,gateway -e
-vllm_gateway_routing=...`: the plan is read again, engines are not restarted, HAProxy reloads seamlessly), then
-the same workload shape runs with fresh text (new documents and questions per pass, so one mode never finds
-what an earlier pass cached). Per mode it prints:
+First staging is reshaped for the bench by a deploy with inventory/staging/bench-routing.yml as extra vars (a
+model big enough that prefill dominates time to first token on a staging core, max_model_len 2048, and a KV cache
+per instance that holds part of the workload's documents, as a GPU replica holds part of a fleet's prefixes; that
+file says why each value), and at the end put back by a deploy without it (`--fleet-vars ''`: the fleet as it is).
+
+Two workloads that look like real use, each a handful of long shared documents (system prompts) and many users
+(chat completions, streamed, with the body's `user`): conversations (several turns per user, each turn carrying
+the conversation so far: the issue's shape) and shared prompts (one question per user, as many requests: what a
+RAG or assistant front end sends). The modes alternate within one run: for each round, each mode in turn (the
+order rotates between rounds) is set by re-rendering the gateway only (`ansible-playbook deploy.yml -l
+gpu-nodes:vllm_gateway --tags plan,gateway -e vllm_gateway_routing=...`: the plan is read again, engines are not
+restarted, HAProxy reloads seamlessly), then each workload runs with fresh text (new documents and questions per
+pass, so one mode never finds what an earlier pass cached). Per workload and mode it prints:
 
   * prefix-cache hit rate: the engines' vllm:prefix_cache_hits_total / _queries_total (tokens), read from each
     engine's /metrics before and after its passes;
@@ -18,7 +24,8 @@ what an earlier pass cached). Per mode it prints:
   * the ratio of each to least_conn, and the issue's goals (hit rate >= 1.8x, TTFT p50 <= 0.6x, throughput
     >= 1.3x).
 
-    python3 scripts/bench_routing.py [inventory/staging] [--rounds 2] [--documents 4] [--users 16] [--turns 3]
+    python3 scripts/bench_routing.py [inventory/staging] [--fleet-vars FILE] [--rounds 2] [--documents 16] [--users 48]
+                                     [--turns 3]
 
 The pure parts (workload, metrics parsing, statistics, the report) are unit-tested
 (tests/unit/test_bench_routing.py); the figures need `make staging` and are not asserted.
@@ -99,6 +106,16 @@ def server_responses(exposition: str, backend: str) -> dict[str, float]:
     return counts
 
 
+def cache_tokens(exposition: str) -> int:
+    """Tokens one engine's KV cache holds (vllm:cache_config_info: num_gpu_blocks x block_size); 0 if not shown."""
+    for line in exposition.splitlines():
+        if line.startswith("vllm:cache_config_info{"):
+            labels = dict(part.split("=", 1) for part in line[line.index("{") + 1:line.rindex("}")].split(","))
+            blocks, size = labels.get("num_gpu_blocks", '"0"').strip('"'), labels.get("block_size", '"0"').strip('"')
+            return int(blocks) * int(size) if blocks.isdigit() and size.isdigit() else 0
+    return 0
+
+
 def percentile(values: list[float], q: float) -> float:
     """Nearest-rank percentile (q in 0..100) of a non-empty list."""
     ordered = sorted(values)
@@ -177,7 +194,7 @@ def load_fleet(inv: Path) -> dict:
     from bench_gateway import load_staging
     from vllm_deploy import gateway
 
-    staging = load_staging(inv)
+    staging = load_staging(inv, "bench-routing")
     hosts = yaml.safe_load((inv / "hosts.yml").read_text())["all"]["children"]
     return {**staging, "backend": gateway.backend_name(staging["model"]),
             "gateway_host": next(iter(hosts["vllm_gateway"]["hosts"]))}
@@ -231,21 +248,23 @@ def gateway_responses(fleet: dict) -> dict:
     return server_responses(run.stdout, fleet["backend"])
 
 
-def set_mode(inv: Path, model: str, mode: str | None, tags: str) -> float:
-    """Re-render the gateway with `mode` for the model (None: the inventory's own routing). Seconds taken."""
-    extra = []
+def deploy(inv: Path, fleet_vars: str, mode: str | None = None, model: str = "", tags: str = "") -> float:
+    """deploy.yml on the staging fleet with `fleet_vars` (a file of extra vars, or '') and, with `mode`, the routing
+    of `model` set to it; `tags` limits what runs (the mode switch: plan,gateway). Seconds taken."""
+    extra = ["-e", f"@{Path(fleet_vars).resolve()}"] if fleet_vars else []
     with tempfile.TemporaryDirectory() as tmp:
         if mode is not None:
             path = Path(tmp) / "routing.json"
             path.write_text(json.dumps({"vllm_gateway_routing": {model: mode}}))
-            extra = ["-e", f"@{path}"]
+            extra += ["-e", f"@{path}"]
         start = time.monotonic()
         playbook = Path(sys.executable).parent / "ansible-playbook"
         run = subprocess.run([str(playbook) if playbook.exists() else "ansible-playbook", "-i", str(inv / "hosts.yml"), str(ROOT / "deploy.yml"),
-                              "-l", "gpu-nodes:vllm_gateway", "--tags", tags, *extra],
+                              "-l", "gpu-nodes:vllm_gateway", *(["--tags", tags] if tags else []), *extra],
                              capture_output=True, text=True, cwd=ROOT, env={**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")})
     if run.returncode != 0:
-        raise SystemExit(f"bench-routing: the gateway redeploy for mode {mode} failed (rc {run.returncode}):\n{run.stdout[-3000:]}")
+        what = f"the gateway redeploy for mode {mode}" if mode else f"the deploy{' with ' + fleet_vars if fleet_vars else ''}"
+        raise SystemExit(f"bench-routing: {what} failed (rc {run.returncode}):\n{run.stdout[-3000:]}")
     return time.monotonic() - start
 
 
@@ -294,43 +313,72 @@ def run_pass(fleet: dict, workload: list[dict], concurrency: int, max_tokens: in
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("inventory", nargs="?", default="inventory/staging")
+    ap.add_argument("--fleet-vars", default=None,
+                    help="extra vars that reshape the fleet for the bench, undone at the end (default: the inventory's "
+                         "bench-routing.yml; '' for the fleet as it is)")
     ap.add_argument("--rounds", type=int, default=2, help="passes per mode, the modes alternating")
-    ap.add_argument("--documents", type=int, default=4, help="shared documents (system prompts) per pass")
-    ap.add_argument("--users", type=int, default=16, help="conversations per pass (user i reads document i %% documents)")
+    ap.add_argument("--documents", type=int, default=16, help="shared documents (system prompts) per pass")
+    ap.add_argument("--users", type=int, default=48, help="conversations per pass (user i reads document i %% documents)")
     ap.add_argument("--turns", type=int, default=3, help="questions per conversation")
     ap.add_argument("--max-tokens", type=int, default=16, help="tokens per answer")
     ap.add_argument("--concurrency", type=int, default=4, help="conversations at once")
     ap.add_argument("--deploy-tags", default="plan,gateway", help="what the mode switch runs of deploy.yml")
     args = ap.parse_args(argv)
     inv = Path(args.inventory)
+    fleet_vars = str(inv / "bench-routing.yml") if args.fleet_vars is None and (inv / "bench-routing.yml").exists() else (args.fleet_vars or "")
     fleet = load_fleet(inv)
     check_up(fleet)
+    try:
+        if fleet_vars:
+            print(f"bench-routing: reshaping staging with {fleet_vars} (a rolling deploy) ...", flush=True)
+            print(f"  deployed in {deploy(inv, fleet_vars):.0f} s", flush=True)
+        for name, modes in measure(inv, fleet, fleet_vars, args).items():
+            print(f"\nRouting for the prefix cache on staging, {name} (modes alternated; ratios to least_conn):")
+            print(report({m: merge(p) for m, p in modes.items() if p}), flush=True)
+    finally:
+        if fleet_vars:
+            print("bench-routing: putting staging back as its inventory has it (a rolling deploy) ...", flush=True)
+            print(f"  deployed in {deploy(inv, ''):.0f} s", flush=True)
+        else:
+            deploy(inv, "", tags=args.deploy_tags)  # the inventory's own routing again
+    return 0
+
+
+def workloads(args) -> dict[str, tuple[int, int, int]]:
+    """The two workloads of a pass, (documents, users, turns) each, the same number of requests: conversations
+    (the issue's shape: several turns per user on a shared document) and shared prompts (one question per user
+    on a shared system prompt or document: what a RAG or assistant front end sends)."""
+    return {"conversations": (args.documents, args.users, args.turns),
+            "shared prompts": (args.documents, args.users * args.turns, 1)}
+
+
+def measure(inv: Path, fleet: dict, fleet_vars: str, args) -> dict[str, dict[str, list[dict]]]:
+    """The modes alternated, `args.rounds` passes of each workload per mode: {workload: {mode: [pass]}}."""
     engine = fleet["direct"][0]
     max_model_len = json.loads(fetch(engine, "GET", "/v1/models"))["data"][0]["max_model_len"]
     sample = text(random.Random(0), 100)
     per_word = json.loads(fetch(engine, "POST", "/tokenize", {"model": fleet["model"], "prompt": sample}))["count"] / 100
     doc_words = doc_words_for(max_model_len, args.turns, args.max_tokens, per_word)
-    print(f"bench-routing: {fleet['model']} (max_model_len {max_model_len}) on {len(fleet['direct'])} instances; "
-          f"{args.documents} documents of {doc_words} words, {args.users} users x {args.turns} turns per pass, "
-          f"{args.rounds} rounds", flush=True)
-    parts: dict[str, list[dict]] = {m: [] for m in MODES}
+    cached = [cache_tokens(fetch(t, "GET", "/metrics")) for t in fleet["direct"]]
+    shapes = workloads(args)
+    print(f"bench-routing: {fleet['model']} (max_model_len {max_model_len}) on {len(fleet['direct'])} instances, KV cache "
+          f"{' / '.join(str(c) for c in cached)} tokens each; per pass {args.documents} documents of {doc_words} words "
+          f"(about {doc_words * per_word:.0f} tokens each, {args.documents * doc_words * per_word:.0f} in all); workloads: "
+          + "; ".join(f"{name}: {users} users x {turns} turns" for name, (_d, users, turns) in shapes.items())
+          + f"; {args.rounds} rounds", flush=True)
+    parts: dict[str, dict[str, list[dict]]] = {name: {m: [] for m in MODES} for name in shapes}
     seed = 1000
-    try:
-        for rnd in range(args.rounds):
-            for mode in MODES[rnd % 3:] + MODES[:rnd % 3]:
-                seconds = set_mode(inv, fleet["model"], mode, args.deploy_tags)
+    for rnd in range(args.rounds):
+        for mode in MODES[rnd % 3:] + MODES[:rnd % 3]:
+            seconds = deploy(inv, fleet_vars, mode, fleet["model"], args.deploy_tags)
+            for name, (documents, users, turns) in shapes.items():
                 seed += 1
-                workload = make_workload(seed, args.documents, args.users, args.turns, doc_words)
-                part = run_pass(fleet, workload, args.concurrency, args.max_tokens)
-                parts[mode].append(part)
+                part = run_pass(fleet, make_workload(seed, documents, users, turns, doc_words), args.concurrency, args.max_tokens)
+                parts[name][mode].append(part)
                 one = merge([part])
-                print(f"  round {rnd + 1} {mode:10s}: gateway re-rendered in {seconds:.0f} s; hit rate {one['hit_rate']:.1%}, "
-                      f"TTFT p50 {one['ttft_p50_ms']:.0f} ms, shares {one['shares']}", flush=True)
-    finally:
-        set_mode(inv, fleet["model"], None, args.deploy_tags)  # the inventory's own routing again
-    print("\nRouting for the prefix cache on staging (modes alternated; ratios to least_conn):")
-    print(report({m: merge(p) for m, p in parts.items() if p}))
-    return 0
+                print(f"  round {rnd + 1} {mode:10s} {name:14s}: hit rate {one['hit_rate']:.1%}, TTFT p50 {one['ttft_p50_ms']:.0f} ms, "
+                      f"{one['tokens_per_s']:.1f} tokens/s, shares {one['shares']} (gateway re-rendered in {seconds:.0f} s)", flush=True)
+    return parts
 
 
 if __name__ == "__main__":

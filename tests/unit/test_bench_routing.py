@@ -16,6 +16,7 @@ import yaml
 
 from conftest import REPO
 from gateway_harness import CLIENT_KEY, Engine, free_port, running_gateway
+from test_gateway_tls import make_ca_and_server_cert
 
 SCRIPT = REPO / "scripts" / "bench_routing.py"
 spec = importlib.util.spec_from_file_location("bench_routing", SCRIPT)
@@ -52,6 +53,19 @@ def test_prefix_cache_counters_from_a_real_vllm_cpu_metrics_page():
     assert sums == {"vllm:prefix_cache_queries_total": 584.0, "vllm:prefix_cache_hits_total": 0.0}
     two_engines = 'vllm:prefix_cache_hits_total{engine="0"} 10.0\nvllm:prefix_cache_hits_total{engine="1"} 5.0\n'
     assert bench_routing.counter_sums(two_engines)["vllm:prefix_cache_hits_total"] == 15.0
+
+
+def test_cache_size_from_a_real_vllm_cpu_metrics_page():
+    # The capture's cache_config_info: 16384 blocks of 128 tokens, which its own kv_cache_size_tokens label states.
+    assert bench_routing.cache_tokens(METRICS.read_text()) == 2097152
+    assert bench_routing.cache_tokens("vllm:num_requests_running 0\n") == 0
+
+
+def test_both_workloads_send_as_many_requests():
+    args = type("Args", (), {"documents": 16, "users": 48, "turns": 3})()
+    shapes = bench_routing.workloads(args)
+    assert shapes == {"conversations": (16, 48, 3), "shared prompts": (16, 144, 1)}
+    assert len({users * turns for _docs, users, turns in shapes.values()}) == 1
 
 
 def test_per_instance_responses_from_the_real_haproxy_exporter(tmp_path):
@@ -120,5 +134,12 @@ def test_without_a_staging_fleet_the_bench_says_so_in_one_line(tmp_path):
     (inv / "hosts.yml").write_text(yaml.safe_dump(hosts))
     run = subprocess.run([sys.executable, str(SCRIPT), str(inv)], capture_output=True, text=True, timeout=60, cwd=REPO)
     assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
-    assert run.stderr.startswith("bench-routing: no staging fleet: the gateway at 127.0.0.1:"), run.stderr
+    # Staging serves https: without `make staging` its CA is not there either, and that is what the line names.
+    assert run.stderr.startswith("bench-routing: no staging fleet: the gateway's CA "), run.stderr
     assert "run `make staging` first" in run.stderr and len(run.stderr.strip().splitlines()) == 1
+    # With the CA there (staging was made once) but nothing listening: the gateway that does not answer.
+    (inv / ".vllm-gateway-ca").mkdir()
+    make_ca_and_server_cert(inv / ".vllm-gateway-ca")
+    run = subprocess.run([sys.executable, str(SCRIPT), str(inv)], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
+    assert run.stderr.startswith("bench-routing: no staging fleet: the gateway at 127.0.0.1:"), run.stderr
