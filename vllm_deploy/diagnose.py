@@ -244,24 +244,33 @@ RULES: list[_Rule] = [
     _rule("model_not_supported",
           r"Model\s+architectures?\s+\[[^\]]*\]\s+(?:are|is)\s+not\s+supported|"
           r"Error\s+in\s+inspecting\s+model\s+architecture|"
-          r"model\s+type\s+`?(?P<model_type>[\w.-]+)`?\s+but\s+Transformers\s+does\s+not\s+recognize\s+this\s+architecture|"
+          # transformers' AutoConfig (backticks in its source; quoted or bare where a log was retyped)
+          r"model\s+type\s+[`'\"]?(?P<model_type>[\w.-]+)[`'\"]?\s+but\s+Transformers\s+does\s+not\s+recognize\s+"
+          r"this\s+architecture|"
           r"Tokenizer\s+class\s+\S+\s+does\s+not\s+exist\s+or\s+is\s+not\s+currently\s+imported|"
           r"Unrecognized\s+configuration\s+class|"
           # vLLM's registry could not import the model's class (its subprocess error is logged above)
           r"Model\s+architectures?\s+\[[^\]]*\]\s+failed\s+to\s+be\s+inspected|"
           # no vLLM model and the Transformers fallback cannot run it (model_loader/utils.py)
-          r"has\s+no\s+vLLM\s+implementation\s+and\s+the\s+Transformers\s+implementation\s+is\s+not\s+compatible"),
+          r"has\s+no\s+vLLM\s+implementation\s+and\s+the\s+Transformers\s+implementation\s+is\s+not\s+compatible|"
+          # the registry's Transformers fallback finds no class either, or one vLLM cannot run
+          # (model_executor/models/registry.py, _try_resolve_transformers)
+          r"Cannot\s+find\s+model\s+module\.?\s+'?\w+'?\s+is\s+not\s+a\s+registered\s+model|"
+          r"The\s+Transformers\s+implementation\s+of\s+'?\w+'?\s+is\s+not\s+compatible\s+with\s+vLLM"),
+    # an architecture this vLLM dropped (registry.py, _raise_for_unsupported): an older vLLM runs it
+    _rule("model_not_supported", r"Model\s+architecture\s+\w+\s+was\s+supported\s+in\s+vLLM\s+until\s+"
+                                 r"v?(?P<last_version>\d+(?:\.\d+)*)", kind="dropped"),
     # a transformers too old for the model type: CONFIG_MAPPING[model_type] raises KeyError('<type>')
     _rule("model_not_supported",
           r"configuration_auto\.py\",?\s+line\s+\d+,\s+in\s+__getitem__[\s\S]{0,300}?KeyError:\s*'(?P<model_type>[\w.-]+)'"),
     _rule("trust_remote_code_required",
           r"contains\s+custom\s+code\s+which\s+must\s+be\s+executed|"
-          r"(?:Please\s+pass|passing)\s+the\s+argument\s+`?trust_remote_code=True`?|"
+          r"(?:Please\s+pass|passing)\s+the\s+argument\s+[`'‘]?trust_remote_code=True|"
           r"requires\s+you\s+to\s+execute\s+the\s+(?:configuration|modeling|tokenizer)\s+file|"
           r"requires\s+you\s+to\s+execute\s+(?:execute\s+)?some\s+code\s+in\s+that\s+repo|"
           # vLLM's own wrapper of the transformers error (transformers_utils/config.py)
-          r"consider\s+setting\s+`?trust_remote_code=True`?|"
-          r"set\s+the\s+option\s+`?trust_remote_code=True`?"),
+          r"consider\s+setting\s+[`'‘]?trust_remote_code=True|"
+          r"set\s+the\s+option\s+[`'‘]?trust_remote_code=True"),
     _rule("unsupported_dtype_or_gpu",
           r"Bfloat16\s+is\s+only\s+supported\s+on\s+GPUs\s+with\s+compute\s+capability\s+of\s+at\s+least\s+8\.0"
           r"(?:\.\s*Your\s+(?P<gpu_name>[^\n]+?)\s+GPU\s+has\s+compute\s+capability\s+(?P<compute_capability>[\d.]+))?"),
@@ -495,6 +504,10 @@ def _fix_cuda_oom(f: dict, where: str, kind: str) -> tuple[str, str]:
 
 def _fix_model_not_supported(f: dict, where: str, kind: str) -> tuple[str, str]:
     """An architecture this vLLM cannot load."""
+    if kind == "dropped":
+        last = f" (the last was v{f['last_version']})" if f.get("last_version") else ""
+        return ("This vLLM no longer supports the model's architecture",
+                f"Run the model on an older vLLM that still supports it{last}, or move to a model vLLM supports now.")
     mt = f.get("model_type")
     return ((f"This vLLM/transformers cannot load model type '{mt}'" if mt else
              "This vLLM cannot load the model's architecture (not supported, or its model registry failed)"),
@@ -693,6 +706,10 @@ _EXCEPTION_LINE_RE = re.compile(r"^\s*(?:[\w.]+\.)?(?:[A-Z]\w*(?:Error|Exception
                                 r"^\s*(?:Value|Runtime|Assertion|Type|Key|OS|Import|Attribute)\s+error,.*$", re.M)
 _WRAPPER_RE = re.compile(r"Engine\s+core\s+initialization\s+failed|Engine\s+process\s+failed\s+to\s+start|"
                          r"EngineDeadError|is\s+already\s+dead|\bdied\b|Worker\s+failed|Traceback|During\s+handling", re.I)
+
+
+# Figures a rule reads as text, not as a number (a version keeps its dots).
+_TEXT_FIGURES = ("gpu_name", "quantization", "model_type", "peer", "config", "message", "last_version")
 
 
 def _gib(value: str, unit: str | None) -> float:
@@ -898,8 +915,7 @@ def _diagnose(text) -> Diagnosis:
     figures = _context_figures(norm, pos)
     figures.update({k: _num(v) for k, v in m.groupdict().items()
                     if v is not None and re.fullmatch(r"-?[\d.,]+", v) and _num(v) is not None})
-    figures.update({k: v.strip() for k, v in m.groupdict().items()
-                    if v is not None and k in ("gpu_name", "quantization", "model_type", "peer", "config", "message")})
+    figures.update({k: v.strip() for k, v in m.groupdict().items() if v is not None and k in _TEXT_FIGURES})
     category, where, kind = rule.category, "", rule.kind
     if category == "unsupported_dtype_or_gpu" and re.search(r"no\s+kernel\s+image", m.group(0), re.I):
         kind = "kernel"

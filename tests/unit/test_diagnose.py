@@ -549,3 +549,40 @@ def test_oom_wordings_of_other_devices_and_apis(line):
     r = diagnose('Traceback (most recent call last):\n  File "/x/vllm/worker/model_runner.py", line 1, in load_model\n'
                  + line)
     assert (r.category, r.phase) == ("cuda_oom_weights", "model_loading")
+
+
+# --- wordings of issue 26 (round 2): each from vLLM's, transformers' or torch's source, or a fixture ------------
+@pytest.mark.parametrize("line,category,phase,figure", [
+    # vllm/model_executor/models/registry.py, _try_resolve_transformers (blind 036 has the first)
+    ("ValueError: Cannot find model module. 'MiniMaxM1ForCausalLM' is not a registered model in the Transformers "
+     "library (only relevant if the model is meant to be in Transformers) and 'AutoModel' is not present in the "
+     "model config's 'auto_map' (relevant if the model is custom).", "model_not_supported", "init", None),
+    ("ValueError: The Transformers implementation of 'FooForCausalLM' is not compatible with vLLM.",
+     "model_not_supported", "init", None),
+    # registry.py, _raise_for_unsupported: an architecture in _PREVIOUSLY_SUPPORTED_MODELS
+    ("ValueError: Model architecture MPTForCausalLM was supported in vLLM until v0.10.2, and is not supported "
+     "anymore. Please use an older version of vLLM if you want to use this model architecture.",
+     "model_not_supported", "init", ("last_version", "0.10.2")),
+    # transformers' configuration_auto.py, as logs retype it (quotes instead of its backticks)
+    ("ValueError: The checkpoint you are trying to load has model type 'gpt_oss' but Transformers does not "
+     "recognize this architecture.", "model_not_supported", "init", ("model_type", "gpt_oss")),
+    # transformers' dynamic_module_utils.resolve_trust_remote_code, lower-cased and with typographic quotes as
+    # pasted in vllm-project/vllm#9531
+    ("valueerror: loading internvl2-8b/ requires you to execute the configuration file in that repo on your local "
+     "machine. make sure you have read the code there to avoid malicious use, then set the option "
+     "'trust_remote_code=true\u2019 to remove this error.", "trust_remote_code_required", "init", None),
+    ("You can avoid this prompt in future by passing the argument 'trust_remote_code=True'.",
+     "trust_remote_code_required", "init", None),
+])
+def test_round2_wordings(line, category, phase, figure):
+    r = diagnose(line)
+    assert (r.category, r.phase) == (category, phase) and r.action == ACTIONS[category]
+    assert r.fix and r.phase_evidence
+    if figure:
+        assert r.figures[figure[0]] == figure[1]
+
+
+def test_a_dropped_architecture_asks_for_an_older_vllm():
+    r = diagnose("ValueError: Model architecture MPTForCausalLM was supported in vLLM until v0.10.2, and is not "
+                 "supported anymore.")
+    assert "older vLLM" in r.fix and "v0.10.2" in r.fix
