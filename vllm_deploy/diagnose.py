@@ -135,6 +135,12 @@ def _rule(category: str, regex: str, tier: int = 2, kind: str = "") -> _Rule:
     return _Rule(category, re.compile(regex, re.I), tier, kind)
 
 
+# V0's count of KV-cache blocks on the device: "# GPU blocks: N" until 0.6.2, then the platform's device name
+# (executor_base.py: "# %s blocks: %d, # CPU blocks: %d" % (current_platform.device_name, ...)): "# cuda blocks",
+# "# CUDA blocks", "# rocm blocks", "# npu blocks" (Ascend); "# CPU blocks" is the swap space, not the cache.
+_BLOCKS = r"#?\s*(?:GPU|CUDA|ROCm|NPU|XPU|HPU|TPU|neuron)\s+blocks:"
+
+
 RULES: list[_Rule] = [
     # KV cache smaller than one max-length request (V1, both "model's" and the older "models's").
     # Tails are optional so that an excerpt cut mid-line still classifies (figures then missing).
@@ -151,7 +157,7 @@ RULES: list[_Rule] = [
     _rule("no_kv_memory", _p("No", "available", "memory", "for", "the", "cache", "blocks")),
     _rule("no_kv_memory", _p("Cannot", "auto-fit", "max_model_len")),
     # V0 printed the block count before (or instead of) failing: "# GPU blocks: 0, # CPU blocks: 512" / "-1".
-    _rule("no_kv_memory", r"#\s*GPU\s+blocks:\s*(?P<gpu_blocks>0|-\d+)\b|num_gpu_blocks\s*=\s*(?P<num_gpu_blocks>0)\b|"
+    _rule("no_kv_memory", _BLOCKS + r"\s*(?P<gpu_blocks>0|-\d+)\b|num_gpu_blocks\s*=\s*(?P<num_gpu_blocks>0)\b|"
                           r"Insufficient\s+GPU\s+memory\s+for\s+KV\s+cache", kind="blocks"),
     _rule("no_kv_memory", r"Available\s+KV\s+cache\s+memory:\s*(?P<kv_available_gib>-[\d.]+)\s*GiB", tier=1),
     _rule("free_memory_below_request",
@@ -612,7 +618,7 @@ _MILESTONES = [
         r"the\s+rest\s+of\s+the\s+memory\s+reserved\s+for\s+KV\s+Cache|Available\s+KV\s+cache\s+memory", re.I)),
     # After the cache is sized the next steps are allocation, graph capture and the sampler warm-up: a guess.
     ("kv_cache_allocated", "graph_capture", "low", re.compile(
-        r"#?\s*GPU\s+blocks:\s*\d|GPU\s+KV\s+cache\s+size:|Maximum\s+concurrency\s+for", re.I)),
+        _BLOCKS + r"\s*\d|GPU\s+KV\s+cache\s+size:|Maximum\s+concurrency\s+for", re.I)),
     ("capturing_cuda_graphs", "graph_capture", "medium", re.compile(
         r"Capturing\s+(?:the\s+model\s+for\s+)?CUDA\s+graphs?|Capturing\s+cudagraphs|Capturing\s+CUDA\s+graph\s+shapes|"
         r"CUDA\s+graphs\s+can\s+take\s+additional|Registering\s+\d+\s+cuda\s+graph\s+addresses", re.I)),
@@ -676,7 +682,7 @@ _OOM_CATEGORY = {
 _CONTEXT_FIGURES = [
     ("weights_gib", re.compile(r"(?:Loading\s+model\s+weights\s+took|Model\s+loading\s+took|Loading\s+weights\s+took)\s+"
                                r"([\d.]+)\s*(?:GiB|GB)", re.I)),
-    ("gpu_blocks", re.compile(r"GPU\s+blocks:\s*(\d+)", re.I)),
+    ("gpu_blocks", re.compile(_BLOCKS + r"\s*(\d+)", re.I)),
     ("kv_tokens", re.compile(r"GPU\s+KV\s+cache\s+size:\s*([\d,]+)\s*tokens", re.I)),
     ("kv_available_gib", re.compile(r"Available\s+KV\s+cache\s+memory:\s*(-?[\d.]+)\s*GiB|kv_cache_size=(-?[\d.]+)\s*GiB|"
                                     r"the\s+rest\s+of\s+the\s+memory\s+reserved\s+for\s+KV\s+Cache\s+is\s+(-?[\d.]+)\s*GiB", re.I)),

@@ -586,3 +586,18 @@ def test_a_dropped_architecture_asks_for_an_older_vllm():
     r = diagnose("ValueError: Model architecture MPTForCausalLM was supported in vLLM until v0.10.2, and is not "
                  "supported anymore.")
     assert "older vLLM" in r.fix and "v0.10.2" in r.fix
+
+
+@pytest.mark.parametrize("line,blocks", [
+    # vllm/executor/executor_base.py (V0 0.6.3+): "# %s blocks: %d, # CPU blocks: %d" with the platform's device name
+    ("INFO 03-14 18:57:59 [executor_base.py:111] # cuda blocks: 4739, # CPU blocks: 859", 4739),
+    ("INFO 05-30 16:23:28 executor_base.py:110] # CUDA blocks: 5519, # CPU blocks: 9362", 5519),
+    ("INFO 05-30 16:23:28 executor_base.py:110] # npu blocks: 812, # CPU blocks: 512", 812),
+])
+def test_v0_block_count_in_the_device_s_name(line, blocks):
+    r = diagnose(line + "\n" + OOM)
+    assert (r.category, r.phase_reached, r.figures["gpu_blocks"]) == ("cuda_oom_after_kv", "kv_cache_allocated", blocks)
+    r = diagnose(line.replace(str(blocks), "0", 1))
+    assert (r.category, r.phase) == ("no_kv_memory", "kv_cache_allocation")
+    # the swap space's count is not the cache's
+    assert diagnose("INFO x # CPU blocks: 0\n" + OOM).category == "cuda_oom"
