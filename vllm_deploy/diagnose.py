@@ -612,7 +612,11 @@ _MILESTONES = [
         re.I)),
     ("weights_loaded", "profile_run", "medium", re.compile(
         r"Loading\s+model\s+weights\s+took|Model\s+loading\s+took|Loading\s+weights\s+took", re.I)),
-    ("profiling", "profile_run", "medium", re.compile(r"Starting\s+profile\s+run|torch\.compile\s+takes", re.I)),
+    # V1 compiles the model in its profiling run's first forward (compilation/backends.py: "Dynamo bytecode
+    # transform time", "Compiling a graph for dynamic shape takes", "torch.compile takes ... in total")
+    ("profiling", "profile_run", "medium", re.compile(
+        r"Starting\s+profile\s+run|torch\.compile\s+takes|Dynamo\s+bytecode\s+transform\s+time|"
+        r"Compiling\s+a\s+graph\s+for\s+(?:dynamic|general)\s+shape", re.I)),
     ("memory_profiled", "kv_cache_allocation", "medium", re.compile(
         r"Memory\s+profiling\s+(?:takes|results)|the\s+current\s+vLLM\s+instance\s+can\s+use|"
         r"the\s+rest\s+of\s+the\s+memory\s+reserved\s+for\s+KV\s+Cache|Available\s+KV\s+cache\s+memory", re.I)),
@@ -652,6 +656,10 @@ _FRAME_PHASES = [
                            re.I)),
     ("init", re.compile(r"\binit_device\b|\binit_model\b|init_worker_distributed_environment|_init_distributed_environment|"
                         r"initialize_model_parallel|init_distributed_environment|ncclCommInitRank|"
+                        # vLLM's communicators are built with the process groups, at worker start (V0 0.4's
+                        # init_custom_ar; GroupCoordinator's PyNccl/CustomAllreduce/CudaCommunicator.__init__)
+                        r"ensure_model_parallel_initialized|init_world_group|init_model_parallel_group|init_custom_ar|"
+                        r"device_communicators/\w+\.py\",?\s+line\s+\d+,\s+in\s+__init__|"
                         r"create_engine_config|verify_with_parallel_config|resolve_trust_remote_code|make_arg_parser|"
                         r"\bget_config\b|get_open_port|run_server|temp_socket\.bind", re.I)),
 ]
@@ -758,7 +766,7 @@ def _line_at(text: str, start: int, end: int) -> str:
 # so a huge log without any is not scanned by every pattern.
 _MILESTONE_HINTS = {
     "engine_configured": ("initializing", "world size"),
-    "loading_weights": ("load", "shards", "weights"), "weights_loaded": ("took",), "profiling": ("profile", "compile"),
+    "loading_weights": ("load", "shards", "weights"), "weights_loaded": ("took",), "profiling": ("profile", "compil", "dynamo"),
     "memory_profiled": ("profiling", "instance", "reserved", "available"),
     "kv_cache_allocated": ("blocks", "size:", "concurrency"), "capturing_cuda_graphs": ("captur", "graph"),
     "cuda_graphs_captured": ("capturing",), "engine_ready": ("engine",),
@@ -1052,7 +1060,7 @@ def _cut_traceback(norm: str, exc: list, reached: str) -> Diagnosis | None:
            "phase_evidence": evidence, "phase_reached": reached}
     where = (phase or "").replace("_", " ")
     if any(_COMM_FRAME_RE.search(f) for f in innermost):
-        category, kind, what = "nccl_error", "", "in a collective communication call (NCCL/Gloo)"
+        category, kind, what = "nccl_error", _nccl_kind(joined), "in a collective communication call (NCCL/Gloo)"
     elif phase in _CUT_OOM and not (phase == "model_loading" and _READ_WEIGHTS_RE.search(joined)):
         category, kind = _CUT_OOM[phase], ""
         what = f"in {where} (OOM is the usual failure there)"

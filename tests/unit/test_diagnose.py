@@ -601,3 +601,31 @@ def test_v0_block_count_in_the_device_s_name(line, blocks):
     assert (r.category, r.phase) == ("no_kv_memory", "kv_cache_allocation")
     # the swap space's count is not the cache's
     assert diagnose("INFO x # CPU blocks: 0\n" + OOM).category == "cuda_oom"
+
+
+@pytest.mark.parametrize("funcs,kind_word", [
+    # V0 0.4 with Ray (blind 060): the custom all-reduce's set-up gathers its IPC handles at worker start
+    (["distributed/device_communicators/custom_all_reduce:__init__",
+      "distributed/device_communicators/custom_all_reduce:_gather_ipc_meta",
+      "torch/distributed/distributed_c10d:all_gather_object"], "--disable-custom-all-reduce"),
+    # pynccl.py's PyNcclCommunicator.__init__ warms NCCL up with one all_reduce
+    (["distributed/device_communicators/pynccl:__init__", "distributed/device_communicators/pynccl:all_reduce"],
+     "NCCL_DEBUG=INFO"),
+    (["distributed/parallel_state:ensure_model_parallel_initialized", "distributed/parallel_state:__init__",
+      "torch/distributed/distributed_c10d:broadcast"], "NCCL_DEBUG=INFO"),
+])
+def test_a_traceback_cut_in_a_communicator_s_set_up_is_init(funcs, kind_word):
+    r = diagnose("Traceback (most recent call last):\n" + _frames(*funcs))
+    assert (r.category, r.phase, r.phase_confidence) == ("nccl_error", "init", "medium")
+    assert kind_word in r.fix.split(";")[0]
+
+
+@pytest.mark.parametrize("line", [
+    # vllm/compilation/backends.py, during V1's profiling run (its first forward compiles the model)
+    "INFO 05-26 07:51:10 [backends.py:430] Dynamo bytecode transform time: 6.21 s",
+    "INFO 05-26 07:51:15 [backends.py:148] Compiling a graph for dynamic shape takes 4.55 s",
+    "INFO 05-26 07:51:20 [monitor.py:33] torch.compile takes 10.76 s in total",
+])
+def test_compilation_lines_are_the_profiling_run(line):
+    r = diagnose("Model loading took 14.99 GiB and 5.1 seconds\n" + line + "\n" + OOM)
+    assert (r.category, r.phase, r.phase_reached) == ("cuda_oom_weights", "profile_run", "profiling")

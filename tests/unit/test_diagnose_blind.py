@@ -42,8 +42,6 @@ KNOWN_MISSES = {
         "the bind fails after the API server logged its start-up: read as serving, the collector says init",
     ("045-cuda-oom-profile-run-mllama-v0-maintainer.log", "category"):
         "the OOM line itself is not in the quoted excerpt",
-    ("060-nccl-custom-allreduce-ray-v0-no-error-line.log", "phase"):
-        "the excerpt ends inside the custom all-reduce's all_gather, with no frame the rules place",
 }
 
 
