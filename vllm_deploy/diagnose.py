@@ -20,7 +20,8 @@ and tests/fixtures/vllm-failures-public, scored by scripts/bench_diagnose.py), n
             profiled, KV cache sized, CUDA graphs being captured, serving requests);
    low    — only a guess between neighbouring phases (after the KV cache was sized, after graph capture, after
             only the engine's config line or its distributed set-up: init), or a category's usual phase (an NCCL
-            error with no frame or milestone: its communicators are set up at init); none — no evidence.
+            error, or NCCL's /dev/shm segment, with no frame or milestone: its communicators are set up at init; a
+            watchdog timeout of a collective numbered past start-up's: serving); none — no evidence.
    A log cut inside a traceback before its error line takes its phase from those frames (medium).
    An out-of-memory error is named by that phase: cuda_oom_weights (GPU init, weights, profiling run),
    cuda_oom_after_kv (KV-cache allocation, graph capture, sampler warm-up), cuda_oom_runtime (serving),
@@ -210,10 +211,12 @@ RULES: list[_Rule] = [
     _rule("shm_too_small",
           r"Insufficient\s+space\s+in\s+/dev/shm(?::?\s*(?P<shm_required_mib>\d+)\s*MiB\s+required"
           r"(?:,\s*(?P<shm_free_mib>\d+)\s*MiB\s+free)?)?"),
+    # NCCL's own shared-memory transport (its segments are /dev/shm/nccl-*), set up with the communicators
+    _rule("shm_too_small",
+          r"failed\s+to\s+extend\s+/dev/shm|creating\s+shared\s+memory\s+segment\s+(?:/dev/shm|nccl-)|"
+          r"posix_fallocate\s+failed\s*:\s*No\s+space\s+left", kind="nccl"),
     _rule("shm_too_small",
           r"No\s+space\s+left\s+on\s+device[^\n]{0,200}/dev/shm|/dev/shm[^\n]{0,200}No\s+space\s+left\s+on\s+device|"
-          r"failed\s+to\s+extend\s+/dev/shm|creating\s+shared\s+memory\s+segment\s+(?:/dev/shm|nccl-)|"
-          r"posix_fallocate\s+failed\s*:\s*No\s+space\s+left|"
           r"unable\s+to\s+(?:write\s+to\s+file|open\s+shared\s+memory\s+object)\s+</torch_[^>]*>|insufficient\s+shared\s+memory\s*\(shm\)|\bBus\s+error\b"),
     # A peer rank of a multi-node instance went away (Gloo's own words, seen on the CPU build when the
     # headless rank was killed: tests/fixtures/calibration/vllm-failures/37-*): before NCCL's rules.
@@ -860,9 +863,12 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
     elif category == "nccl_error" and kind == "connect":
         # the ranks meet once, when the process group is formed at worker start
         out.update(phase="init", phase_confidence="high", phase_evidence=_line_at(text, pos, end))
-    elif category == "nccl_error" and kind != "timeout":
-        # no frame and no milestone: NCCL's communicators are created and warmed up with a first all-reduce at
-        # worker start (init_device), where most NCCL errors surface; a hang (watchdog timeout) comes later
+    elif category == "nccl_error" and kind == "timeout" and _late_collective(text, pos, end):
+        # the watchdog names the collective's sequence number: start-up runs some thousands, serving millions
+        out.update(phase="serving", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
+    elif (category == "nccl_error" and kind != "timeout") or (category == "shm_too_small" and kind == "nccl"):
+        # no frame and no milestone: NCCL's communicators (and their /dev/shm segments) are created and warmed up
+        # with a first all-reduce at worker start (init_device), where most NCCL errors surface; a hang comes later
         out.update(phase="init", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
     elif category == "unsupported_dtype_or_gpu" and kind == "kernel":
         # a torch build without this GPU's architecture fails at its first kernel, at device init; a vLLM build
@@ -872,6 +878,17 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         # raised while the engine is configured, finds its GPUs or binds its port, before any weight is loaded
         out.update(phase="init", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
     return out
+
+
+# torch's watchdog: "WorkNCCL(SeqNum=4967570, OpType=ALLREDUCE, ...)". Start-up (profiling run, graph capture of
+# every batch size, two all-reduces a layer) stays in the tens of thousands even for deep models at TP 8.
+_SEQNUM_RE = re.compile(r"SeqNum=(\d{1,12})\b")
+_SERVING_SEQNUM = 100_000
+
+
+def _late_collective(text: str, pos: int, end: int) -> bool:
+    m = _SEQNUM_RE.search(text, pos, end + 300)
+    return bool(m) and int(m.group(1)) >= _SERVING_SEQNUM
 
 
 def _fmt(x) -> str:

@@ -629,3 +629,28 @@ def test_a_traceback_cut_in_a_communicator_s_set_up_is_init(funcs, kind_word):
 def test_compilation_lines_are_the_profiling_run(line):
     r = diagnose("Model loading took 14.99 GiB and 5.1 seconds\n" + line + "\n" + OOM)
     assert (r.category, r.phase, r.phase_reached) == ("cuda_oom_weights", "profile_run", "profiling")
+
+
+@pytest.mark.parametrize("log,phase,confidence", [
+    # NCCL's shared-memory transport (transport/shm.cc; public 009, 010): set up with the communicators
+    ("NCCL WARN Error while creating shared memory segment /dev/shm/nccl-xxxxx (size 7340384)", "init", "low"),
+    ("gpu1 NCCL WARN Error: failed to extend /dev/shm/nccl-XyZ to 9637892 bytes", "init", "low"),
+    # a milestone still wins over the guess
+    ("Available KV cache memory: 3.20 GiB\nNCCL WARN Error: failed to extend /dev/shm/nccl-XyZ to 9637892 bytes",
+     "kv_cache_allocation", "medium"),
+    # torch's own shared tensors are not NCCL's: no guess
+    ("RuntimeError: unable to write to file </torch_12_34_0>: No space left on device (28)", "unknown", "none"),
+])
+def test_nccl_s_dev_shm_segment_is_set_up_at_init(log, phase, confidence):
+    r = diagnose(log)
+    assert (r.category, r.phase, r.phase_confidence) == ("shm_too_small", phase, confidence)
+
+
+@pytest.mark.parametrize("seq,phase", [(4967570, "serving"), (120000, "serving"), (20518, "unknown"), (2, "unknown")])
+def test_a_watchdog_timeout_past_start_up_s_collectives_is_serving(seq, phase):
+    # torch's ProcessGroupNCCL watchdog (public 048: SeqNum=4967570 after 7 days)
+    r = diagnose(f"[E ProcessGroupNCCL.cpp:475] [Rank 3] Watchdog caught collective operation timeout: "
+                 f"WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn=73728, NumelOut=73728, Timeout(ms)=1800000) ran "
+                 "for 1800542 milliseconds before timing out.")
+    assert (r.category, r.phase) == ("nccl_error", phase)
+    assert r.phase_confidence == ("low" if phase == "serving" else "none")
