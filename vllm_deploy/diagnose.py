@@ -22,7 +22,8 @@ and tests/fixtures/vllm-failures-public, scored by scripts/bench_diagnose.py), n
             only the engine's config line or its distributed set-up: init), or a category's usual phase (an NCCL
             error, or NCCL's /dev/shm segment, with no frame or milestone: its communicators are set up at init; a
             watchdog timeout of a collective numbered past start-up's: serving); none — no evidence.
-   A log cut inside a traceback before its error line takes its phase from those frames (medium).
+   A log cut inside a traceback before its error line takes its phase from those frames (medium); one that stops
+   in CUDA graph capture, or without any error line in the profiling run, is read as that phase's OOM (low).
    An out-of-memory error is named by that phase: cuda_oom_weights (GPU init, weights, profiling run),
    cuda_oom_after_kv (KV-cache allocation, graph capture, sampler warm-up), cuda_oom_runtime (serving),
    and plain cuda_oom when the log does not say: the phase is never guessed.
@@ -1014,18 +1015,31 @@ def _registry_error(text, norm: str):
     return (1, pos, len(RULES), _REGISTRY_RULE, at) if at else None
 
 
+# Start-up steps that run the model at its largest shapes, and how a log that stops inside one reads: OOM is the
+# usual failure there. CUDA graph capture stopping is enough; the profiling run only without any error line after
+# it (a worker that exits, a traceback cut before its error), as its first forward also compiles the model.
+_STOPPED_IN = {
+    "capturing_cuda_graphs": ("cuda_oom_after_kv", "graph_capture", "during CUDA graph capture, after the KV cache "
+                              "was sized", False),
+    "profiling": ("cuda_oom_weights", "profile_run", "in the memory-profiling run, after the weights loaded", True),
+}
+
+
 def _no_known_failure(norm: str, milestones: list) -> Diagnosis:
-    """No rule matched: a log that stops in CUDA graph capture, else `unknown` with the first error line."""
+    """No rule matched: a log that stops in graph capture or the profiling run, else `unknown` with the first
+    error line."""
     reached, after, _, milestone_pos = _milestone_before(milestones, len(norm))
     figures = _context_figures(norm, len(norm))
-    if reached == "capturing_cuda_graphs":
-        summary, fix = _fix("cuda_oom_after_kv", figures, "CUDA graph capture")
-        return _with_action(Diagnosis(
-            "cuda_oom_after_kv", "The log stops during CUDA graph capture, after the KV cache was sized (no error "
-            "text in the excerpt; OOM is the usual failure there)", figures, fix[:1].upper() + fix[1:],
-            _line_at(norm, milestone_pos, milestone_pos), "low", phase="graph_capture", phase_confidence="medium",
-            phase_evidence=_line_at(norm, milestone_pos, milestone_pos), phase_reached=reached))
     exc = [m for m in _EXCEPTION_LINE_RE.finditer(norm) if not _WRAPPER_RE.search(m.group(0))]
+    if reached in _STOPPED_IN:
+        category, phase, what, quiet = _STOPPED_IN[reached]
+        if not (quiet and any(m.start() > milestone_pos for m in exc)):
+            summary, fix = _fix(category, figures, _OOM_CATEGORY[phase][1])
+            evidence = _line_at(norm, milestone_pos, milestone_pos)
+            return _with_action(Diagnosis(
+                category, f"The log stops {what} (no error text in the excerpt; OOM is the usual failure there)",
+                figures, fix[:1].upper() + fix[1:], evidence, "low", phase=phase, phase_confidence="medium",
+                phase_evidence=evidence, phase_reached=reached))
     cut = _cut_traceback(norm, exc, reached)
     if cut:
         return cut

@@ -654,3 +654,24 @@ def test_a_watchdog_timeout_past_start_up_s_collectives_is_serving(seq, phase):
                  "for 1800542 milliseconds before timing out.")
     assert (r.category, r.phase) == ("nccl_error", phase)
     assert r.phase_confidence == ("low" if phase == "serving" else "none")
+
+
+@pytest.mark.parametrize("tail,category", [
+    # V0's enc_dec_model_runner.py / model_runner.py "Starting profile run for multi-modal models." then a worker
+    # exits and the traceback is cut before its error (blind 045)
+    (["(VllmWorkerProcess pid=67) INFO 11-05 04:16:48 multiproc_worker_utils.py:244] Worker exiting",
+      "Traceback (most recent call last):",
+      '  File "/x/vllm/engine/multiprocessing/engine.py", line 388, in run_mp_engine',
+      "    engine = MQLLMEngine.from_engine_args(engine_args=engine_args,"], "cuda_oom_weights"),
+    ([], "cuda_oom_weights"),
+    # an error line after the profiling run started is that error, not a guess
+    (["KeyError: 'model.layers.0.mlp.experts'"], "unknown"),
+])
+def test_a_log_that_stops_in_the_profiling_run(tail, category):
+    r = diagnose("\n".join(["INFO 11-05 04:16:47 model_runner.py:1025] Loading model weights took 10.0714 GB",
+                            "INFO 11-05 04:16:47 enc_dec_model_runner.py:297] Starting profile run for multi-modal "
+                            "models."] + tail))
+    assert (r.category, r.phase) == (category, "profile_run")
+    if category != "unknown":
+        assert r.confidence == "low" and "profiling run" in r.summary and r.action == "ladder"
+        assert "--max-num-batched-tokens" in r.fix

@@ -40,8 +40,6 @@ KNOWN_MISSES = {
         "the excerpt ends inside the EngineCore traceback before the OOM line (in the title)",
     ("027-port-in-use-compose-embedding-after-startup.log", "phase"):
         "the bind fails after the API server logged its start-up: read as serving, the collector says init",
-    ("045-cuda-oom-profile-run-mllama-v0-maintainer.log", "category"):
-        "the OOM line itself is not in the quoted excerpt",
 }
 
 
