@@ -191,6 +191,9 @@ RULES: list[_Rule] = [
           # Ray cannot place the workers: too few GPUs in the cluster, or none on the driver's node
           r"Cannot\s+provide\s+a\s+placement\s+group\s+of|Ray\s+does\s+not\s+allocate\s+any\s+GPUs\s+on\s+the\s+driver\s+node|"
           r"Current\s+node\s+has\s+no\s+GPU\s+available", kind="too_few_gpus"),
+    # Ray's autoscaler, while the engine waits for its GPU workers (a warning: an error elsewhere wins)
+    _rule("tp_not_divisible", r"The\s+following\s+resource\s+request\s+cannot\s+be\s+scheduled\s+right\s+now:\s*"
+                              r"\{[^}\n]{0,200}'GPU'", tier=1, kind="too_few_gpus"),
     _rule("max_len_over_model_limit",
           r"User-specified\s+max_model_len\s*\((?P<max_model_len>\d+)\)\s*is\s+greater\s+than\s+the\s+derived\s+"
           r"max_model_len\s*\((?:[\w.]+\s*=\s*)?(?P<derived_max_model_len>[\d.]+)"),
@@ -226,13 +229,20 @@ RULES: list[_Rule] = [
     _rule("nccl_error",
           r"NCCL\s+error|ncclInternalError|ncclUnhandledCudaError|ncclSystemError|ncclInvalidUsage|ncclRemoteError|"
           r"ncclInvalidArgument|DistBackendError|Watchdog\s+caught\s+collective\s+operation\s+timeout|"
-          r"NCCL\s+communicator\s+was\s+aborted|ProcessGroupNCCL[^\n]{0,120}(?:timed?\s*out|Timeout)"),
+          r"NCCL\s+communicator\s+was\s+aborted|ProcessGroupNCCL[^\n]{0,120}(?:timed?\s*out|Timeout)|"
+          # torch's watchdog taking the process down after a failed or hung collective (ProcessGroupNCCL.cpp)
+          r"Some\s+NCCL\s+operations\s+have\s+failed\s+or\s+timed\s+out"),
+    # vLLM's pynccl cannot load libnccl (device_communicators/pynccl_wrapper.py, every version's wording)
+    _rule("nccl_error", r"Failed\s+to\s+load\s+NCCL\s+library\s+from", kind="library"),
     # NCCL's and vLLM's own CUDA-IPC failures between GPUs (P2P, custom all-reduce)
     _rule("nccl_error", r"Cuda\s+failure\s+'?peer\s+access\s+is\s+not\s+supported|custom_all_reduce\.cuh:\d+\s+'[^'\n]+'"),
     # The process group cannot be formed: the ranks do not reach each other (Gloo's and torch's rendezvous words,
     # e.g. across Ray nodes on an unroutable interface); filed with NCCL's as multi-GPU communication failures.
     _rule("nccl_error", r"Gloo\s+connectFullMesh\s+failed|DistNetworkError|"
-                        r"client\s+socket\s+has\s+timed\s+out\s+after\s+\d+\w*\s+while\s+trying\s+to\s+connect",
+                        r"client\s+socket\s+has\s+timed\s+out\s+after\s+\d+\w*\s+while\s+trying\s+to\s+connect|"
+          # torch's TCPStore, where the ranks meet to exchange NCCL's id: its server gave up on the others ("Timed
+          # out after 601 seconds waiting for clients. 1/4 clients joined.", TCPStore.cpp) or a wait for a key did
+          r"DistStoreError|Timed\s+out\s+after\s+\d+\s+seconds\s+waiting\s+for\s+clients",
           kind="connect"),
     _rule("nccl_error", r"NCCL\s+WARN", tier=1),
     _rule("port_in_use",
@@ -488,6 +498,10 @@ def _fix_nccl_error(f: dict, where: str, kind: str) -> tuple[str, str]:
                     "make every rank reach the others on one routable interface: set GLOO_SOCKET_IFNAME and "
                     "NCCL_SOCKET_IFNAME to it (and VLLM_HOST_IP per node), open the ports between the nodes "
                     "(firewall, security groups) and check each node resolves its own hostname to that address"),
+        "library": ("vLLM could not load the NCCL library (libnccl) for its own communicator (pynccl)",
+                    "install the NCCL the torch wheel pins (pip's nvidia-nccl-cu12, in the same venv) or point "
+                    "VLLM_NCCL_SO_PATH at a working libnccl.so.2; a library for another CUDA or CPU architecture "
+                    "fails the same way"),
         "system": ("NCCL failed in a system call (ncclSystemError / 'unhandled system error')",
                    "in a container this is most often /dev/shm: run it with --ipc=host or a large --shm-size "
                    "(Kubernetes: an emptyDir with medium: Memory on /dev/shm) and clear stale /dev/shm/nccl-* "
@@ -951,7 +965,7 @@ def _diagnose(text) -> Diagnosis:
     category, where, kind = rule.category, "", rule.kind
     if category == "unsupported_dtype_or_gpu" and re.search(r"no\s+kernel\s+image", m.group(0), re.I):
         kind = "kernel"
-    if category == "nccl_error" and kind != "connect":
+    if category == "nccl_error" and kind not in ("connect", "library"):
         kind = _nccl_kind(norm[max(0, pos - 2000): pos + 3000])
     loc = _locate(norm, pos, m.end(), category, kind, milestones)
     if category == "cuda_oom":

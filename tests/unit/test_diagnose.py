@@ -675,3 +675,36 @@ def test_a_log_that_stops_in_the_profiling_run(tail, category):
     if category != "unknown":
         assert r.confidence == "low" and "profiling run" in r.summary and r.action == "ladder"
         assert "--max-num-batched-tokens" in r.fix
+
+
+@pytest.mark.parametrize("line,kind_word,phase,confidence", [
+    # vllm/distributed/device_communicators/pynccl_wrapper.py (V0 0.4 to V1)
+    ("ERROR 10-18 14:42:48 pynccl_wrapper.py:196] Failed to load NCCL library from libnccl.so.2 .It is expected if "
+     "you are not running on NVIDIA/AMD GPUs.Otherwise, the nccl library might not exist, be corrupted or it does "
+     "not support the current platform Linux-5.15.0-50-generic-x86_64-with-glibc2.31.", "VLLM_NCCL_SO_PATH", "init",
+     "low"),
+    # torch's TCPStore (vllm-project/vllm#17056, #12526): the ranks never met
+    ("torch.distributed.DistStoreError: Timed out after 601 seconds waiting for clients. 1/4 clients joined.",
+     "GLOO_SOCKET_IFNAME", "init", "high"),
+    ("torch.distributed.DistStoreError: wait timeout after 600000ms, keys: /default_pg/0//cuda//0",
+     "GLOO_SOCKET_IFNAME", "init", "high"),
+    # torch's ProcessGroupNCCL watchdog taking the process down
+    ("[rank0]:[E1024 10:00:00.000 ProcessGroupNCCL.cpp:1500] Some NCCL operations have failed or timed out. Due to "
+     "the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.",
+     "NCCL_DEBUG=INFO", "unknown", "none"),
+])
+def test_nccl_and_rendezvous_wordings(line, kind_word, phase, confidence):
+    r = diagnose(line)
+    assert (r.category, r.phase, r.phase_confidence) == ("nccl_error", phase, confidence)
+    assert kind_word in r.fix.split(";")[0] and r.action == "rollback"
+
+
+def test_ray_cannot_schedule_the_gpu_workers():
+    # Ray's autoscaler warning while vLLM waits for its placement group
+    line = ("(autoscaler +9m40s) Warning: The following resource request cannot be scheduled right now: {'CPU': 1.0, "
+            "'GPU': 1.0}. This is likely due to all cluster resources being claimed by actors.")
+    r = diagnose(line)
+    assert (r.category, r.phase, r.confidence) == ("tp_not_divisible", "init", "medium") and "ray status" in r.fix
+    assert diagnose(line.replace("'GPU': 1.0", "'memory': 1.0")).category == "unknown"
+    # a real error elsewhere wins over the warning
+    assert diagnose(line + "\n" + OOM).category == "cuda_oom"
