@@ -177,6 +177,11 @@ RULES: list[_Rule] = [
     _rule("cuda_oom", r"CUDA\s+out\s+of\s+memory|CUDA\s+(?:driver\s+)?error:\s*out\s+of\s+memory|(?<!ray\.exceptions\.)OutOfMemoryError|(?:HIP|NPU|XPU)\s+out\s+of\s+memory|"
                       r"hipErrorOutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|"
                       r"cudaErrorMemoryAllocation|CUBLAS_STATUS_ALLOC_FAILED|\bout\s+of\s+memory\s+error\s+occurred"),
+    # The rest of torch's OOM message when an excerpt lost its first line (CUDACachingAllocator.cpp): its detail
+    # since torch 2.1 and before it; words no other message has.
+    _rule("cuda_oom", r"GPU\s*\d+\s+has\s+a\s+total\s+capacity\s+of\s+[\d.]+\s*[KMG]iB\s+of\s+which|"
+                      r"of\s+the\s+allocated\s+memory\s+[\d.]+\s*[KMG]iB\s+is\s+allocated\s+by\s+PyTorch|"
+                      r"[KMG]iB\s+reserved\s+in\s+total\s+by\s+PyTorch\)"),
     _rule("tp_not_divisible",
           r"Total\s+number\s+of\s+(?:attention\s+)?heads\s*\((?P<num_heads>\d+)\)\s*must\s+be\s+divisible\s+by\s+"
           r"tensor\s+parallel\s+size\s*\((?P<tp_size>\d+)\)"),
@@ -667,6 +672,7 @@ _FRAME_PHASES = [
                                        r"check_enough_kv_cache_memory|raise_if_cache_size_invalid|initialize_from_config",
                                        re.I)),
     ("model_loading", re.compile(r"\bload_model\b|load_weights|model_loader|weight_loader|initialize_model|"
+                                 r"process_weights_after_loading|"
                                  r"\bget_model\b|create_weights|make_layers|safetensors_weights_iterator", re.I)),
     ("graph_capture", re.compile(r"compile_or_warm_up_model|_warm_up_model", re.I)),
     ("serving", re.compile(r"execute_model|run_busy_loop|engine_step|step_with_batch_queue|_process_input_queue|"

@@ -708,3 +708,30 @@ def test_ray_cannot_schedule_the_gpu_workers():
     assert diagnose(line.replace("'GPU': 1.0", "'memory': 1.0")).category == "unknown"
     # a real error elsewhere wins over the warning
     assert diagnose(line + "\n" + OOM).category == "cuda_oom"
+
+
+@pytest.mark.parametrize("frames,line,category,phase", [
+    # V0 (0.5-0.6) weight loading: worker.load_model > model_runner.load_model > loader.load_model (blind 049)
+    (["worker/worker:load_model", "worker/model_runner:load_model", "model_executor/model_loader/loader:load_model",
+      "model_executor/model_loader/loader:_initialize_model"],
+     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 14.62 GiB "
+     "of which 3.12 MiB is free.", "cuda_oom_weights", "model_loading"),
+    # older torch (< 2.1) wording inside the checkpoint reader
+    (["worker/worker:load_model", "model_executor/models/llama:load_weights"],
+     "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 500.00 MiB (GPU 0; 23.69 GiB total capacity; "
+     "22.34 GiB already allocated; 1.19 MiB free; 22.60 GiB reserved in total by PyTorch)", "cuda_oom_weights",
+     "model_loading"),
+    # a quantized checkpoint repacked after loading (model_loader/utils.py process_weights_after_loading, Marlin)
+    (["v1/worker/gpu_model_runner:load_model", "model_executor/model_loader/utils:process_weights_after_loading",
+      "model_executor/layers/quantization/gptq_marlin:process_weights_after_loading"],
+     "RuntimeError: CUDA error: out of memory", "cuda_oom_weights", "model_loading"),
+    # the OOM message's first line lost in the excerpt: torch's detail alone (CUDACachingAllocator.cpp)
+    ([], "ss has 23.40 GiB memory in use. Of the allocated memory 22.88 GiB is allocated by PyTorch, and 188.29 MiB is "
+         "reserved by PyTorch but unallocated.", "cuda_oom", "unknown"),
+    (["v1/engine/core:run_busy_loop", "v1/worker/gpu_model_runner:execute_model"],
+     "GPU 0 has a total capacity of 23.57 GiB of which 154.25 MiB is free. Including non-PyTorch memory, this process "
+     "has 23.40 GiB memory in use.", "cuda_oom_runtime", "serving"),
+])
+def test_oom_wordings_and_the_frames_that_place_them(frames, line, category, phase):
+    r = diagnose("Traceback (most recent call last):\n" + _frames(*frames) + "\n" + line if frames else line)
+    assert (r.category, r.phase) == (category, phase) and r.action == "ladder"
