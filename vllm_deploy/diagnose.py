@@ -639,7 +639,8 @@ _MILESTONES = [
     # transform time", "Compiling a graph for dynamic shape takes", "torch.compile takes ... in total")
     ("profiling", "profile_run", "medium", re.compile(
         r"Starting\s+profile\s+run|torch\.compile\s+takes|Dynamo\s+bytecode\s+transform\s+time|"
-        r"Compiling\s+a\s+graph\s+for\s+(?:dynamic|general)\s+shape", re.I)),
+        # V1's profile_run of a multi-modal model sizes its encoder cache first (gpu_model_runner.py)
+        r"Compiling\s+a\s+graph\s+for\s+(?:dynamic|general)\s+shape|Encoder\s+cache\s+will\s+be\s+initialized", re.I)),
     ("memory_profiled", "kv_cache_allocation", "medium", re.compile(
         r"Memory\s+profiling\s+(?:takes|results)|the\s+current\s+vLLM\s+instance\s+can\s+use|"
         r"the\s+rest\s+of\s+the\s+memory\s+reserved\s+for\s+KV\s+Cache|Available\s+KV\s+cache\s+memory", re.I)),
@@ -653,7 +654,9 @@ _MILESTONES = [
     ("engine_ready", "serving", "medium", re.compile(
         r"init\s+engine\s+\(profile,\s+create\s+kv\s+cache,\s+warmup\s+model\)\s+took", re.I)),
     ("serving", "serving", "medium", re.compile(
-        r"Application\s+startup\s+complete|Uvicorn\s+running\s+on|Starting\s+vLLM\s+API\s+server|Available\s+routes\s+are|Added\s+request|Received\s+request|"
+        # the API server starts once the engine is up (uvicorn: "Started server process", then application startup)
+        r"Application\s+startup\s+complete|Uvicorn\s+running\s+on|Starting\s+vLLM\s+API\s+server|Available\s+routes\s+are|"
+        r"Started\s+server\s+process|Waiting\s+for\s+application\s+startup|Added\s+request|Received\s+request|"
         r"\"(?:POST|GET)\s+/v1/|Avg\s+prompt\s+throughput|Processed\s+prompts:\s*\d|"
         # request logs and V0's scheduler stats: requests were being served
         r"Finished\s+request|Aborted\s+request|Running:\s*\d+\s+reqs|\"POST\s+/(?:generate|invocations|pooling|score)\b",
@@ -790,7 +793,7 @@ def _line_at(text: str, start: int, end: int) -> str:
 # so a huge log without any is not scanned by every pattern.
 _MILESTONE_HINTS = {
     "engine_configured": ("initializing", "world size"),
-    "loading_weights": ("load", "shards", "weights"), "weights_loaded": ("took",), "profiling": ("profile", "compil", "dynamo"),
+    "loading_weights": ("load", "shards", "weights"), "weights_loaded": ("took",), "profiling": ("profile", "compil", "dynamo", "encoder"),
     "memory_profiled": ("profiling", "instance", "reserved", "available"),
     "kv_cache_allocated": ("blocks", "size:", "concurrency"), "capturing_cuda_graphs": ("captur", "graph"),
     "cuda_graphs_captured": ("capturing",), "engine_ready": ("engine",),
@@ -1045,13 +1048,19 @@ _STOPPED_IN = {
 }
 
 
+# A process that crashed or was killed rather than raised: no OOM guess from where the log stops (a segfault in
+# graph capture or the encoder's profiling, the host's OOM killer).
+_CRASH_RE = re.compile(r"Segfault\s+encountered|Segmentation\s+fault|SIGSEGV|SIGKILL|SIGABRT|core\s+dumped|"
+                       r"killed\s+by\s+signal|signal\s+-?(?:9|11|6)\b|^\s*Killed\s*$|Fatal\s+Python\s+error", re.I | re.M)
+
+
 def _no_known_failure(norm: str, milestones: list) -> Diagnosis:
     """No rule matched: a log that stops in graph capture or the profiling run, else `unknown` with the first
     error line."""
     reached, after, _, milestone_pos = _milestone_before(milestones, len(norm))
     figures = _context_figures(norm, len(norm))
     exc = [m for m in _EXCEPTION_LINE_RE.finditer(norm) if not _WRAPPER_RE.search(m.group(0))]
-    if reached in _STOPPED_IN:
+    if reached in _STOPPED_IN and not _CRASH_RE.search(norm, milestone_pos):
         category, phase, what, quiet = _STOPPED_IN[reached]
         if not (quiet and any(m.start() > milestone_pos for m in exc)):
             summary, fix = _fix(category, figures, _OOM_CATEGORY[phase][1])

@@ -735,3 +735,30 @@ def test_ray_cannot_schedule_the_gpu_workers():
 def test_oom_wordings_and_the_frames_that_place_them(frames, line, category, phase):
     r = diagnose("Traceback (most recent call last):\n" + _frames(*frames) + "\n" + line if frames else line)
     assert (r.category, r.phase) == (category, phase) and r.action == "ladder"
+
+
+def test_a_multi_modal_profiling_run_and_the_crashes_that_are_not_an_oom():
+    # V1 gpu_model_runner.profile_run: "Encoder cache will be initialized with a budget of %s tokens, and profiled
+    # with %s %s items of the maximum feature size."
+    start = ("INFO 05-30 07:44:00 [gpu_model_runner.py:5132] Model loading took 21.42 GiB memory and 175.2 seconds\n"
+             "INFO 05-30 07:44:00 [gpu_model_runner.py:6136] Encoder cache will be initialized with a budget of 32768 "
+             "tokens, and profiled with 2 image items of the maximum feature size.\n")
+    r = diagnose(start + OOM)
+    assert (r.category, r.phase, r.phase_reached) == ("cuda_oom_weights", "profile_run", "profiling")
+    assert diagnose(start).category == "cuda_oom_weights"
+    # a segfault or the host's OOM killer there is no CUDA OOM
+    for crash in ["!!!!!!! Segfault encountered !!!!!!!\nRuntimeError: Engine core initialization failed.",
+                  "ERROR 05-30 07:45:00 [core_client.py:1] Engine core proc EngineCore_DP0 died unexpectedly, "
+                  "killed by signal -9", "Killed"]:
+        r = diagnose(start + crash)
+        assert (r.category, r.phase) == ("unknown", "profile_run"), crash
+
+
+@pytest.mark.parametrize("line", [
+    # uvicorn starts the API server once the engine is up (V0 MQLLMEngine and V1)
+    "INFO:     Started server process [1]",
+    "INFO:     Waiting for application startup.",
+])
+def test_the_api_server_starting_is_serving(line):
+    r = diagnose(line + "\n" + OOM)
+    assert (r.category, r.phase, r.phase_confidence) == ("cuda_oom_runtime", "serving", "medium")
