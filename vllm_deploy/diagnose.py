@@ -159,7 +159,7 @@ RULES: list[_Rule] = [
     _rule("no_kv_memory", _p("No", "available", "memory", "for", "the", "cache", "blocks")),
     _rule("no_kv_memory", _p("Cannot", "auto-fit", "max_model_len")),
     # V0 printed the block count before (or instead of) failing: "# GPU blocks: 0, # CPU blocks: 512" / "-1".
-    _rule("no_kv_memory", _BLOCKS + r"\s*(?P<gpu_blocks>0|-\d+)\b|num_gpu_blocks\s*=\s*(?P<num_gpu_blocks>0)\b|"
+    _rule("no_kv_memory", _BLOCKS + r"\s*(?P<gpu_blocks>0|-\d+)\b|(?<!Overriding )num_gpu_blocks\s*=\s*(?P<num_gpu_blocks>0)\b|"
                           r"Insufficient\s+GPU\s+memory\s+for\s+KV\s+cache", kind="blocks"),
     _rule("no_kv_memory", r"Available\s+KV\s+cache\s+memory:\s*(?P<kv_available_gib>-[\d.]+)\s*GiB", tier=1),
     _rule("free_memory_below_request",
@@ -636,21 +636,28 @@ _MILESTONES = [
     ("weights_loaded", "profile_run", "medium", re.compile(
         r"Loading\s+model\s+weights\s+took|Model\s+loading\s+took|Loading\s+weights\s+took", re.I)),
     # V1 compiles the model in its profiling run's first forward (compilation/backends.py: "Dynamo bytecode
-    # transform time", "Compiling a graph for dynamic shape takes", "torch.compile takes ... in total")
+    # transform time", "Compiling a graph for dynamic shape takes", "torch.compile takes|took ... in total"); from
+    # 0.20 it then profiles the CUDA graphs' memory ("Initial profiling/warmup run took", "Profiling CUDA graph
+    # memory: PIECEWISE=51, FULL=35")
     ("profiling", "profile_run", "medium", re.compile(
-        r"Starting\s+profile\s+run|torch\.compile\s+takes|Dynamo\s+bytecode\s+transform\s+time|"
+        r"Starting\s+profile\s+run|torch\.compile\s+t(?:akes|ook)|Dynamo\s+bytecode\s+transform\s+time|"
+        r"Initial\s+profiling/warmup\s+run\s+took|Profiling\s+CUDA\s+graph\s+memory|"
         # V1's profile_run of a multi-modal model sizes its encoder cache first (gpu_model_runner.py)
         r"Compiling\s+a\s+graph\s+for\s+(?:dynamic|general)\s+shape|Encoder\s+cache\s+will\s+be\s+initialized", re.I)),
     ("memory_profiled", "kv_cache_allocation", "medium", re.compile(
         r"Memory\s+profiling\s+(?:takes|results)|the\s+current\s+vLLM\s+instance\s+can\s+use|"
-        r"the\s+rest\s+of\s+the\s+memory\s+reserved\s+for\s+KV\s+Cache|Available\s+KV\s+cache\s+memory", re.I)),
+        r"the\s+rest\s+of\s+the\s+memory\s+reserved\s+for\s+KV\s+Cache|Available\s+KV\s+cache\s+memory|"
+        r"Estimated\s+CUDA\s+graph\s+memory", re.I)),
     # After the cache is sized the next steps are allocation, graph capture and the sampler warm-up: a guess.
     ("kv_cache_allocated", "graph_capture", "low", re.compile(
         _BLOCKS + r"\s*\d|GPU\s+KV\s+cache\s+size:|Maximum\s+concurrency\s+for", re.I)),
     ("capturing_cuda_graphs", "graph_capture", "medium", re.compile(
         r"Capturing\s+(?:the\s+model\s+for\s+)?CUDA\s+graphs?|Capturing\s+cudagraphs|Capturing\s+CUDA\s+graph\s+shapes|"
         r"CUDA\s+graphs\s+can\s+take\s+additional|Registering\s+\d+\s+cuda\s+graph\s+addresses", re.I)),
-    ("cuda_graphs_captured", "sampler_warmup", "low", re.compile(r"Graph\s+capturing\s+finished", re.I)),
+    # after capture: V0/V1 "Graph capturing finished in", 0.20+ "CUDA graph pool memory: N GiB (actual)" and the
+    # worker's "Actual usage is ... GiB for CUDAGraph memory" (gpu_worker.py)
+    ("cuda_graphs_captured", "sampler_warmup", "low", re.compile(
+        r"Graph\s+capturing\s+finished|CUDA\s+graph\s+pool\s+memory:|GiB\s+for\s+CUDAGraph\s+memory", re.I)),
     ("engine_ready", "serving", "medium", re.compile(
         r"init\s+engine\s+\(profile,\s+create\s+kv\s+cache,\s+warmup\s+model\)\s+took", re.I)),
     ("serving", "serving", "medium", re.compile(
@@ -793,10 +800,10 @@ def _line_at(text: str, start: int, end: int) -> str:
 # so a huge log without any is not scanned by every pattern.
 _MILESTONE_HINTS = {
     "engine_configured": ("initializing", "world size"),
-    "loading_weights": ("load", "shards", "weights"), "weights_loaded": ("took",), "profiling": ("profile", "compil", "dynamo", "encoder"),
-    "memory_profiled": ("profiling", "instance", "reserved", "available"),
+    "loading_weights": ("load", "shards", "weights"), "weights_loaded": ("took",), "profiling": ("profil", "compil", "dynamo", "encoder"),
+    "memory_profiled": ("profiling", "instance", "reserved", "available", "estimated"),
     "kv_cache_allocated": ("blocks", "size:", "concurrency"), "capturing_cuda_graphs": ("captur", "graph"),
-    "cuda_graphs_captured": ("capturing",), "engine_ready": ("engine",),
+    "cuda_graphs_captured": ("capturing", "graph pool", "cudagraph memory"), "engine_ready": ("engine",),
     "serving": ("startup", "uvicorn", "server", "routes", "request", "/v1/", "throughput", "prompts", "reqs", "post /"),
 }
 

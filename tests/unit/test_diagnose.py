@@ -762,3 +762,30 @@ def test_a_multi_modal_profiling_run_and_the_crashes_that_are_not_an_oom():
 def test_the_api_server_starting_is_serving(line):
     r = diagnose(line + "\n" + OOM)
     assert (r.category, r.phase, r.phase_confidence) == ("cuda_oom_runtime", "serving", "medium")
+
+
+@pytest.mark.parametrize("line,reached,category,phase", [
+    # vLLM 0.20+ start-up lines (monitor.py, gpu_model_runner.py, gpu_worker.py), as they appear in public logs
+    ("(EngineCore pid=1501) INFO [monitor.py:53] torch.compile took 22.16 s in total", "profiling",
+     "cuda_oom_weights", "profile_run"),
+    ("(EngineCore pid=75) INFO Initial profiling/warmup run took 100.46 s", "profiling", "cuda_oom_weights",
+     "profile_run"),
+    ("(EngineCore pid=75) INFO Profiling CUDA graph memory: PIECEWISE=51, FULL=35", "profiling", "cuda_oom_weights",
+     "profile_run"),
+    ("(EngineCore pid=75) INFO Estimated CUDA graph memory: 1.58 GiB total", "memory_profiled", "cuda_oom_after_kv",
+     "kv_cache_allocation"),
+    ("(Worker_TP0 pid=514) INFO [gpu_worker.py:621] CUDA graph pool memory: 1.49 GiB (actual), 1.58 GiB (estimated)",
+     "cuda_graphs_captured", "cuda_oom_after_kv", "sampler_warmup"),
+    ("(Worker_TP0 pid=123) Free memory on device (264.19/267.69 GiB) on startup. Actual usage is 205.08 GiB for "
+     "weight, 3.75 GiB for peak activation, 1.63 GiB for non-torch memory, and 0.14 GiB for CUDAGraph memory.",
+     "cuda_graphs_captured", "cuda_oom_after_kv", "sampler_warmup"),
+])
+def test_newer_v1_start_up_lines(line, reached, category, phase):
+    r = diagnose(line + "\n" + OOM)
+    assert (r.phase_reached, r.category, r.phase) == (reached, category, phase)
+
+
+def test_an_overridden_block_count_is_not_an_empty_cache():
+    # gpu_worker.py with num_gpu_blocks_override: "Overriding num_gpu_blocks=0 with num_gpu_blocks_override=512"
+    r = diagnose("INFO Overriding num_gpu_blocks=0 with num_gpu_blocks_override=512\n" + OOM)
+    assert r.category != "no_kv_memory"
