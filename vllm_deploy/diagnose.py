@@ -291,7 +291,9 @@ RULES: list[_Rule] = [
     _rule("trust_remote_code_required",
           r"contains\s+custom\s+code\s+which\s+must\s+be\s+executed|"
           r"(?:Please\s+pass|passing)\s+the\s+argument\s+[`'‘]?trust_remote_code=True|"
-          r"requires\s+you\s+to\s+execute\s+the\s+(?:configuration|modeling|tokenizer)\s+file|"
+          # transformers names the auto class's file: configuration, modeling, tokenizer, feature extractor, image
+          # processor, processor ("Loading X requires you to execute the ... file in that repo")
+          r"requires\s+you\s+to\s+execute\s+the\s+[a-z ]{1,40}?file\s+in\s+that\s+repo|"
           r"requires\s+you\s+to\s+execute\s+(?:execute\s+)?some\s+code\s+in\s+that\s+repo|"
           # vLLM's own wrapper of the transformers error (transformers_utils/config.py)
           r"consider\s+setting\s+[`'‘]?trust_remote_code=True|"
