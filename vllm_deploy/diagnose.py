@@ -293,7 +293,7 @@ RULES: list[_Rule] = [
           r"(?:Please\s+pass|passing)\s+the\s+argument\s+[`'‘]?trust_remote_code=True|"
           # transformers names the auto class's file: configuration, modeling, tokenizer, feature extractor, image
           # processor, processor ("Loading X requires you to execute the ... file in that repo")
-          r"requires\s+you\s+to\s+execute\s+the\s+[a-z ]{1,40}?file\s+in\s+that\s+repo|"
+          r"requires\s+you\s+to\s+execute\s+the\s+[a-z\s]{1,40}?file\b|"
           r"requires\s+you\s+to\s+execute\s+(?:execute\s+)?some\s+code\s+in\s+that\s+repo|"
           # vLLM's own wrapper of the transformers error (transformers_utils/config.py)
           r"consider\s+setting\s+[`'‘]?trust_remote_code=True|"

@@ -789,3 +789,15 @@ def test_an_overridden_block_count_is_not_an_empty_cache():
     # gpu_worker.py with num_gpu_blocks_override: "Overriding num_gpu_blocks=0 with num_gpu_blocks_override=512"
     r = diagnose("INFO Overriding num_gpu_blocks=0 with num_gpu_blocks_override=512\n" + OOM)
     assert r.category != "no_kv_memory"
+
+
+@pytest.mark.parametrize("line", [
+    # transformers' dynamic_module_utils.resolve_trust_remote_code names the auto class's file
+    "ValueError: Loading THUDM/glm-4v-9b requires you to execute the image processor file in that repo on your local "
+    "machine.",
+    "ValueError: Loading openbmb/MiniCPM-o-2_6 requires you to execute the feature extractor file in that repo",
+    "ValueError: Loading THUDM/chatglm3-6b requires you to execute the tokenizer file",     # a line cut there
+])
+def test_remote_code_of_any_auto_class(line):
+    r = diagnose(line)
+    assert (r.category, r.phase) == ("trust_remote_code_required", "init") and "--trust-remote-code" in r.fix
