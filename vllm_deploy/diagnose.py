@@ -851,9 +851,13 @@ _EAGER_RE = re.compile(r"\benforce_eager\s*=\s*True\b|'enforce_eager':\s*True\b|
 # Engine loop is not running"), V0's AsyncLLMEngine background loop (its done-callback _log_task_completion,
 # "Engine background task failed", AsyncEngineDeadError) and V1's EngineDeadError ("EngineCore encountered an
 # issue"); start-up failures say "Engine process failed to start" / "Engine core initialization failed" instead.
+# V1's EngineCore logs "EngineCore encountered a fatal error." when its busy loop fails ("EngineCore failed to
+# start." before), after dumping the step it ran (logging_utils/dump_input.py: "Dumping input data for V1 LLM engine",
+# "Dumping scheduler output for model execution", "Dumping scheduler stats").
 _ENGINE_LOOP_DEAD_RE = re.compile(r"Engine\s+loop\s+is\s+not\s+running|MQEngineDeadError|_log_task_completion|"
                                   r"Engine\s+background\s+task\s+failed|AsyncEngineDeadError|EngineDeadError|"
-                                  r"EngineCore\s+encountered\s+an\s+issue", re.I)
+                                  r"EngineCore\s+encountered\s+(?:an\s+issue|a\s+fatal\s+error)|"
+                                  r"Dumping\s+(?:input\s+data\s+for\s+V1|scheduler\s+(?:output|stats))", re.I)
 
 
 def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones: list) -> dict:

@@ -801,3 +801,18 @@ def test_an_overridden_block_count_is_not_an_empty_cache():
 def test_remote_code_of_any_auto_class(line):
     r = diagnose(line)
     assert (r.category, r.phase) == ("trust_remote_code_required", "init") and "--trust-remote-code" in r.fix
+
+
+@pytest.mark.parametrize("before", [
+    # V1 core.py run_engine_core: the busy loop failed ("EngineCore failed to start." is start-up's)
+    ["(EngineCore_0 pid=2651) ERROR 06-11 11:46:39 [core.py:517] EngineCore encountered a fatal error."],
+    # V1 logging_utils/dump_input.py, logged when a step's model execution fails
+    ["(EngineCore_DP0 pid=413) ERROR 11-10 12:30:57 [dump_input.py:79] Dumping scheduler stats: "
+     "SchedulerStats(num_running_reqs=1, num_waiting_reqs=0)"],
+    ["ERROR 11-10 12:30:57 [dump_input.py:69] Dumping input data for V1 LLM engine (v0.11.0) with config: model='m'"],
+])
+def test_v1_busy_loop_failures_are_serving(before):
+    r = diagnose("\n".join(before + [OOM]))
+    assert (r.category, r.phase, r.phase_confidence) == ("cuda_oom_runtime", "serving", "medium")
+    r = diagnose("\n".join(["ERROR [core.py:1] EngineCore failed to start.", OOM]))
+    assert r.category == "cuda_oom"
