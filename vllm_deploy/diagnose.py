@@ -159,7 +159,8 @@ RULES: list[_Rule] = [
     _rule("no_kv_memory", _p("No", "available", "memory", "for", "the", "cache", "blocks")),
     _rule("no_kv_memory", _p("Cannot", "auto-fit", "max_model_len")),
     # V0 printed the block count before (or instead of) failing: "# GPU blocks: 0, # CPU blocks: 512" / "-1".
-    _rule("no_kv_memory", _BLOCKS + r"\s*(?P<gpu_blocks>0|-\d+)\b|(?<!Overriding )num_gpu_blocks\s*=\s*(?P<num_gpu_blocks>0)\b|"
+    _rule("no_kv_memory", _BLOCKS + r"\s*(?P<gpu_blocks>0|-\d+)\b|"
+                          r"(?<!Overriding )num_gpu_blocks\s*=\s*(?P<num_gpu_blocks>0)\b|"
                           r"Insufficient\s+GPU\s+memory\s+for\s+KV\s+cache", kind="blocks"),
     _rule("no_kv_memory", r"Available\s+KV\s+cache\s+memory:\s*(?P<kv_available_gib>-[\d.]+)\s*GiB", tier=1),
     _rule("free_memory_below_request",
@@ -664,7 +665,8 @@ _MILESTONES = [
         r"init\s+engine\s+\(profile,\s+create\s+kv\s+cache,\s+warmup\s+model\)\s+took", re.I)),
     ("serving", "serving", "medium", re.compile(
         # the API server starts once the engine is up (uvicorn: "Started server process", then application startup)
-        r"Application\s+startup\s+complete|Uvicorn\s+running\s+on|Starting\s+vLLM\s+API\s+server|Available\s+routes\s+are|"
+        r"Application\s+startup\s+complete|Uvicorn\s+running\s+on|Starting\s+vLLM\s+API\s+server|"
+        r"Available\s+routes\s+are|"
         r"Started\s+server\s+process|Waiting\s+for\s+application\s+startup|Added\s+request|Received\s+request|"
         r"\"(?:POST|GET)\s+/v1/|Avg\s+prompt\s+throughput|Processed\s+prompts:\s*\d|"
         # request logs and V0's scheduler stats: requests were being served
@@ -802,7 +804,8 @@ def _line_at(text: str, start: int, end: int) -> str:
 # so a huge log without any is not scanned by every pattern.
 _MILESTONE_HINTS = {
     "engine_configured": ("initializing", "world size"),
-    "loading_weights": ("load", "shards", "weights"), "weights_loaded": ("took",), "profiling": ("profil", "compil", "dynamo", "encoder"),
+    "loading_weights": ("load", "shards", "weights"), "weights_loaded": ("took",),
+    "profiling": ("profil", "compil", "dynamo", "encoder"),
     "memory_profiled": ("profiling", "instance", "reserved", "available", "estimated"),
     "kv_cache_allocated": ("blocks", "size:", "concurrency"), "capturing_cuda_graphs": ("captur", "graph"),
     "cuda_graphs_captured": ("capturing", "graph pool", "cudagraph memory"), "engine_ready": ("engine",),
@@ -1064,7 +1067,8 @@ _STOPPED_IN = {
 # A process that crashed or was killed rather than raised: no OOM guess from where the log stops (a segfault in
 # graph capture or the encoder's profiling, the host's OOM killer).
 _CRASH_RE = re.compile(r"Segfault\s+encountered|Segmentation\s+fault|SIGSEGV|SIGKILL|SIGABRT|core\s+dumped|"
-                       r"killed\s+by\s+signal|signal\s+-?(?:9|11|6)\b|^\s*Killed\s*$|Fatal\s+Python\s+error", re.I | re.M)
+                       r"killed\s+by\s+signal|signal\s+-?(?:9|11|6)\b|^\s*Killed\s*$|Fatal\s+Python\s+error",
+                       re.I | re.M)
 
 
 def _no_known_failure(norm: str, milestones: list) -> Diagnosis:
