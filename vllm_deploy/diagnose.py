@@ -137,6 +137,10 @@ def _rule(category: str, regex: str, tier: int = 2, kind: str = "") -> _Rule:
     return _Rule(category, re.compile(regex, re.I), tier, kind)
 
 
+# The last start-up step of V1, after graph capture: a dummy batch through the sampler (or a pooling model's pooler)
+_WARMING_UP = r"warming\s+up\s+(?:the\s+)?(?:sampler|pooler)"
+
+
 # V0's count of KV-cache blocks on the device: "# GPU blocks: N" until 0.6.2, then the platform's device name
 # (executor_base.py: "# %s blocks: %d, # CPU blocks: %d" % (current_platform.device_name, ...)): "# cuda blocks",
 # "# CUDA blocks", "# rocm blocks", "# npu blocks" (Ascend); "# CPU blocks" is the swap space, not the cache.
@@ -171,8 +175,10 @@ RULES: list[_Rule] = [
           r"Error\s+in\s+memory\s+profiling\.?\s*Initial\s+free\s+memory\s+(?P<initial_free_gib>[\d.]+)"
           r"(?:\s*GiB)?,\s*current\s+free\s+memory\s+(?P<free_gib>[\d.]+)"),
     # OOM: specific wordings first (ties at one position go to the earlier rule).
-    _rule("cuda_oom", r"CUDA\s+out\s+of\s+memory\s+occurred\s+when\s+warming\s+up\s+sampler\s+with\s+"
-                      r"(?P<dummy_requests>\d+)\s+dummy\s+requests", kind="sampler"),
+    # V1's warm-up of the sampler, or of the pooler for a pooling model ("... pooler (task='embed') with N dummy
+    # requests"; "NPU out of memory ..." on vllm-ascend)
+    _rule("cuda_oom", r"(?:CUDA|NPU|XPU)\s+out\s+of\s+memory\s+occurred\s+when\s+" + _WARMING_UP
+                      + r"(?:\s*\([^)\n]{0,60}\))?\s+with\s+(?P<dummy_requests>\d+)\s+dummy\s+requests", kind="sampler"),
     _rule("cuda_oom", r"CUDA\s+out\s+of\s+memory\.\s*Tried\s+to\s+allocate\s+(?P<tried>[\d.]+)\s*(?P<tried_unit>[KMG]iB)"),
     # (Ray's own ray.exceptions.OutOfMemoryError is the node's host memory, not the GPU's)
     _rule("cuda_oom", r"CUDA\s+out\s+of\s+memory|CUDA\s+(?:driver\s+)?error:\s*out\s+of\s+memory|(?<!ray\.exceptions\.)OutOfMemoryError|(?:HIP|NPU|XPU)\s+out\s+of\s+memory|"
@@ -676,7 +682,7 @@ _MILESTONES = [
 # Traceback frames, most specific first: capture and profiling tracebacks share _dummy_run and model
 # forward frames, a profiling run calls execute_model, and V1 wraps all start-up in _initialize_kv_caches.
 _FRAME_PHASES = [
-    ("sampler_warmup", re.compile(r"_dummy_sampler_run|warming\s+up\s+sampler", re.I)),
+    ("sampler_warmup", re.compile(r"_dummy_sampler_run|_dummy_pooler_run|" + _WARMING_UP, re.I)),
     ("graph_capture", re.compile(r"capture_model|_capture_cudagraphs|_warmup_and_capture|capture_end|capture_begin|"
                                  r"torch\.cuda\.graph\(|CUDAGraph", re.I)),
     ("profile_run", re.compile(r"profile_run|determine_available_memory|determine_num_available_blocks|"
@@ -868,7 +874,7 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
     reached, after, milestone_confidence, milestone_pos = _milestone_before(milestones, pos)
     out = {"phase_reached": reached, "phase": "unknown", "phase_confidence": "none", "phase_evidence": None}
     # V1 re-raises a torch OOM in the sampler warm-up as its own message, printed after the torch one
-    sampler = re.search(r"warming\s+up\s+sampler", text[pos: pos + 4000], re.I) if category == "cuda_oom" else None
+    sampler = re.search(_WARMING_UP, text[pos: pos + 4000], re.I) if category == "cuda_oom" else None
     if kind == "sampler" or sampler:
         a, b = (pos, end) if kind == "sampler" else (pos + sampler.start(), pos + sampler.end())
         out.update(phase="sampler_warmup", phase_confidence="high", phase_evidence=_line_at(text, a, b))

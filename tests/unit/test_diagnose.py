@@ -816,3 +816,16 @@ def test_v1_busy_loop_failures_are_serving(before):
     assert (r.category, r.phase, r.phase_confidence) == ("cuda_oom_runtime", "serving", "medium")
     r = diagnose("\n".join(["ERROR [core.py:1] EngineCore failed to start.", OOM]))
     assert r.category == "cuda_oom"
+
+
+@pytest.mark.parametrize("line,seqs", [
+    # V1 gpu_model_runner._dummy_pooler_run (pooling models), and vllm-ascend's NPU wording of the sampler's
+    ("RuntimeError: CUDA out of memory occurred when warming up pooler (task='embed') with 256 dummy requests. Please "
+     "try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the engine.", 256),
+    ("RuntimeError: CUDA out of memory occurred when warming up pooler with 1024 dummy requests.", 1024),
+    ("RuntimeError: NPU out of memory occurred when warming up sampler with 512 dummy requests.", 512),
+])
+def test_the_pooler_s_warm_up_is_the_sampler_s(line, seqs):
+    r = diagnose(line)
+    assert (r.category, r.phase, r.phase_confidence) == ("cuda_oom_after_kv", "sampler_warmup", "high")
+    assert r.figures["dummy_requests"] == seqs and f"try {seqs // 2}" in r.fix
