@@ -318,6 +318,9 @@ RULES: list[_Rule] = [
           r"\b\w+\s+is\s+not\s+supported\s+for\s+quantization\s+method|"
           r"(?:dtype|data\s+type)\s+\S+\s+is\s+not\s+supported\s+(?:on|by|for)\s+(?:this|the\s+current)\s+(?:GPU|device|platform)"),
     _rule("unsupported_dtype_or_gpu", r"_check_if_gpu_supports_dtype|check_if_supports_dtype", tier=1, kind="frame"),
+    # the attention-backend selector's reason when the GPU itself is the limit (platforms/cuda.py)
+    _rule("unsupported_dtype_or_gpu", r"(?:is\s+not\s+valid\s+for\s+this\s+configuration|No\s+valid\s+attention\s+"
+                                      r"backend\s+found)[^\n]{0,400}?compute\s+capability\s+not\s+supported"),
     # A combination of arguments one of vLLM's config classes refuses at start, in pydantic's words
     # ("1 validation error for SchedulerConfig / Value error, max_num_batched_tokens (4) must be greater
     # than or equal to max_num_seqs (8)."), or as a bare ValueError from the same check. Weak: a
@@ -326,6 +329,12 @@ RULES: list[_Rule] = [
           r"validation\s+error\s+for\s+(?P<config>\w*Config)\s+(?:[\w.]+\s+)?Value\s+error,\s*(?P<message>[^\n\[]+)", tier=1),
     _rule("config_rejected",
           r"ValueError:\s*(?P<message>(?:max_num_batched_tokens|max_num_seqs|max_num_active_seqs)\s*\(\d+\)[^\n]+)", tier=1),
+    # V1's attention-backend selector (platforms/cuda.py) refuses a forced backend, or finds none, for this model
+    # and its flags: "Selected backend AttentionBackendEnum.FLASHINFER is not valid for this configuration.
+    # Reason: ['kv_cache_dtype not supported']"; "No valid attention backend found for cuda with ... Reasons: {...}"
+    _rule("config_rejected", r"Selected\s+backend\s+(?P<config>[\w.]+)\s+is\s+not\s+valid\s+for\s+this\s+"
+                             r"configuration\.\s*Reason:\s*(?P<message>\[[^\]\n]{1,300}\])|"
+                             r"No\s+valid\s+attention\s+backend\s+found", tier=1, kind="backend"),
 ]
 
 
@@ -601,6 +610,11 @@ def _fix_unsupported_dtype_or_gpu(f: dict, where: str, kind: str) -> tuple[str, 
 def _fix_config_rejected(f: dict, where: str, kind: str) -> tuple[str, str]:
     """vLLM refused the combination of flags at start."""
     where = f" ({f['config']})" if f.get("config") else ""
+    if kind == "backend":
+        return ((f"The attention backend {f['config']} refuses this model and its flags: {f.get('message', '')}"
+                 if f.get("config") else "No attention backend of this vLLM accepts the model and its flags"),
+                "Drop --attention-backend (or VLLM_ATTENTION_BACKEND) so vLLM picks one, or the flag the reason "
+                "names (--kv-cache-dtype auto for 'kv_cache_dtype not supported'); a newer vLLM may add the support.")
     return (f"vLLM refused its configuration{where}: {f.get('message', '').rstrip('.')}",
             "Change the flags the message names (vLLM checks this combination at start; the planner does not "
             "model it), e.g. max_num_batched_tokens at least max_num_seqs and, without chunked prefill, "
@@ -883,7 +897,7 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         phase = "profile_run" if re.match(r"Error\s+in\s+memory\s+profiling", text[pos:end], re.I) else "init"
         out.update(phase=phase, phase_confidence="high", phase_evidence=_line_at(text, pos, end))
         return out
-    if category in _CATEGORY_PHASES:
+    if category in _CATEGORY_PHASES and kind != "backend":
         out.update(phase=_CATEGORY_PHASES[category], phase_confidence="high", phase_evidence=_line_at(text, pos, end))
         return out
     phase, frame, confidence = _frames_near(text, pos, end)
@@ -906,6 +920,9 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         # the API server only starts (and so only shuts down) after the engine finished starting up
         out.update(phase="serving", phase_confidence="medium",
                    phase_evidence=_line_at(text, end, end + 1))
+    elif category == "config_rejected" and kind == "backend":
+        # V1 picks the attention backend when the model's attention layers are built (Attention.__init__)
+        out.update(phase="model_loading", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
     elif category == "nccl_error" and kind == "connect":
         # the ranks meet once, when the process group is formed at worker start
         out.update(phase="init", phase_confidence="high", phase_evidence=_line_at(text, pos, end))

@@ -829,3 +829,25 @@ def test_the_pooler_s_warm_up_is_the_sampler_s(line, seqs):
     r = diagnose(line)
     assert (r.category, r.phase, r.phase_confidence) == ("cuda_oom_after_kv", "sampler_warmup", "high")
     assert r.figures["dummy_requests"] == seqs and f"try {seqs // 2}" in r.fix
+
+
+@pytest.mark.parametrize("line,category,word", [
+    # V1's attention-backend selector (vllm/platforms/cuda.py), as in vllm-project/vllm issues on Gemma-4/GPT-OSS
+    ("ValueError: Selected backend AttentionBackendEnum.FLASHINFER is not valid for this configuration. Reason: "
+     "['head_size not supported']", "config_rejected", "--attention-backend"),
+    ("ValueError: Selected backend AttentionBackendEnum.FLASH_ATTN is not valid for this configuration. Reason: "
+     "['kv_cache_dtype not supported']", "config_rejected", "--kv-cache-dtype auto"),
+    ("ValueError: No valid attention backend found for cuda with AttentionSelectorConfig(head_size=64). Reasons: "
+     "{FLASH_ATTN: [kv_cache_dtype not supported]}", "config_rejected", "--attention-backend"),
+    # the GPU itself is the reason
+    ("ValueError: Selected backend AttentionBackendEnum.FLASH_ATTN is not valid for this configuration. Reason: "
+     "['compute capability not supported']", "unsupported_dtype_or_gpu", "kernel"),
+])
+def test_the_attention_backend_selector(line, category, word):
+    r = diagnose(line)
+    assert r.category == category and word in r.fix and r.action == "rollback"
+    if category == "config_rejected":
+        assert (r.phase, r.phase_confidence) == ("model_loading", "low")
+        frames = "Traceback (most recent call last):\n" + _frames("v1/worker/gpu_worker:init_device",
+                                                                 "v1/worker/gpu_model_runner:__init__")
+        assert diagnose(frames + "\n" + line).phase == "init"       # its own frames say where
