@@ -221,7 +221,15 @@ RULES: list[_Rule] = [
           r"Failed\s+to\s+initialize\s+NVML|Failed\s+to\s+infer\s+device\s+type|Device\s+string\s+must\s+not\s+be\s+empty|"
           r"the\s+provided\s+PTX\s+was\s+compiled\s+with\s+an\s+unsupported\s+toolchain|"
           r"CUDA\s+error:\s*(?:CUDA\s+driver\s+version\s+is\s+insufficient|no\s+CUDA-capable\s+device|"
-          r"system\s+has\s+unsupported\s+display\s+driver)|RuntimeError:\s*CUDA\s+unknown\s+error"),
+          r"system\s+has\s+unsupported\s+display\s+driver)|RuntimeError:\s*CUDA\s+unknown\s+error|"
+          # torch's and Docker's words for the same: no usable driver, no NVIDIA runtime, an image needing a newer
+          # CUDA than the driver ("nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.9")
+          r"CUDA\s+driver\s+initialization\s+failed|could\s+not\s+select\s+device\s+driver\s+\"[^\"\n]*\"\s+with\s+"
+          r"capabilities:\s*\[\[gpu\]\]|nvidia-container-cli:\s*requirement\s+error:\s*unsatisfied\s+condition:\s*"
+          r"cuda\s*>=\s*(?P<image_cuda>\d+\.\d+)"),
+    # NVSwitch systems (HGX, DGX) whose fabric manager is not running: CUDA 802 / cudaErrorSystemNotReady
+    _rule("driver_mismatch_or_no_driver", r"Error\s+802:\s*system\s+not\s+yet\s+initialized|cudaErrorSystemNotReady",
+          kind="fabric"),
     _rule("driver_mismatch_or_no_driver", r"No\s+platform\s+detected,?\s+vLLM\s+is\s+running\s+on\s+UnspecifiedPlatform",
           tier=1, kind="no_platform"),
     _rule("shm_too_small",
@@ -481,6 +489,11 @@ def _fix_max_len_over_model_limit(f: dict, where: str, kind: str) -> tuple[str, 
 
 def _fix_driver_mismatch_or_no_driver(f: dict, where: str, kind: str) -> tuple[str, str]:
     """No GPU visible, or a driver missing, mismatched or too old."""
+    if kind == "fabric":
+        return ("CUDA cannot start on this NVSwitch system: the fabric manager is not running (Error 802, system "
+                "not yet initialized)",
+                "Install and start nvidia-fabricmanager at exactly the driver's version (systemctl enable --now "
+                "nvidia-fabricmanager), then check `nvidia-smi -q` shows the fabric state Completed.")
     if kind == "no_platform":
         summary = "vLLM found no GPU platform (no CUDA device visible: container without GPUs or no driver)"
     else:
@@ -488,6 +501,8 @@ def _fix_driver_mismatch_or_no_driver(f: dict, where: str, kind: str) -> tuple[s
     if f.get("driver_cuda"):
         v = int(f["driver_cuda"])
         summary += f"; the driver supports CUDA up to {v // 1000}.{(v % 1000) // 10}"
+    if f.get("image_cuda"):
+        summary += f"; the image needs CUDA >= {_fmt(f['image_cuda'])}"
     return summary, ("In a container: run with GPU access (docker run --gpus all / Compose device reservation, "
                      "NVIDIA container toolkit installed and configured). On the host: check `nvidia-smi`; "
                      "after a driver upgrade reboot (driver/library mismatch); a driver too old for the "

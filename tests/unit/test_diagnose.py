@@ -851,3 +851,23 @@ def test_the_attention_backend_selector(line, category, word):
         frames = "Traceback (most recent call last):\n" + _frames("v1/worker/gpu_worker:init_device",
                                                                  "v1/worker/gpu_model_runner:__init__")
         assert diagnose(frames + "\n" + line).phase == "init"       # its own frames say where
+
+
+@pytest.mark.parametrize("line,word,figure", [
+    # torch's CUDA init warning on an HGX/DGX whose nvidia-fabricmanager is down (c10/cuda/CUDAFunctions.cpp)
+    ("UserWarning: CUDA initialization: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions "
+     "before calling NumCudaDevices() that might have already set an error? Error 802: system not yet initialized "
+     "(Triggered internally at /pytorch/c10/cuda/CUDAFunctions.cpp:109.)", "nvidia-fabricmanager", None),
+    # the NVIDIA container runtime refusing an image built for a newer CUDA than the driver
+    ("nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.9, please update your driver to a "
+     "newer version, or use an earlier cuda container: unknown.", "--gpus", ("image_cuda", 12.9)),
+    # Docker without the NVIDIA runtime
+    ('docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].', "toolkit",
+     None),
+    ("RuntimeError: CUDA driver initialization failed, you might not have a CUDA gpu.", "nvidia-smi", None),
+])
+def test_driver_and_container_runtime_wordings(line, word, figure):
+    r = diagnose(line)
+    assert (r.category, r.phase, r.action) == ("driver_mismatch_or_no_driver", "init", "refuse") and word in r.fix
+    if figure:
+        assert r.figures[figure[0]] == figure[1] and "12.9" in r.summary
