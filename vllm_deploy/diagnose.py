@@ -202,7 +202,11 @@ RULES: list[_Rule] = [
           r"number\s+of\s+required\s+GPUs\s+exceeds\s+the\s+total\s+number\s+of\s+available\s+GPUs|"
           # Ray cannot place the workers: too few GPUs in the cluster, or none on the driver's node
           r"Cannot\s+provide\s+a\s+placement\s+group\s+of|Ray\s+does\s+not\s+allocate\s+any\s+GPUs\s+on\s+the\s+driver\s+node|"
-          r"Current\s+node\s+has\s+no\s+GPU\s+available", kind="too_few_gpus"),
+          r"Current\s+node\s+has\s+no\s+GPU\s+available|"
+          # a rank asks CUDA for a device past the visible ones (CUDA's cudaErrorInvalidDevice; torch's lazy-init
+          # assert), as when --tensor-parallel-size exceeds CUDA_VISIBLE_DEVICES
+          r"CUDA\s+error:\s*invalid\s+device\s+ordinal|device\s*>=\s*0\s*&&\s*device\s*<\s*num_gpus",
+          kind="too_few_gpus"),
     # Ray's autoscaler, while the engine waits for its GPU workers (a warning: an error elsewhere wins)
     _rule("tp_not_divisible", r"The\s+following\s+resource\s+request\s+cannot\s+be\s+scheduled\s+right\s+now:\s*"
                               r"\{[^}\n]{0,200}'GPU'", tier=1, kind="too_few_gpus"),

@@ -871,3 +871,17 @@ def test_driver_and_container_runtime_wordings(line, word, figure):
     assert (r.category, r.phase, r.action) == ("driver_mismatch_or_no_driver", "init", "refuse") and word in r.fix
     if figure:
         assert r.figures[figure[0]] == figure[1] and "12.9" in r.summary
+
+
+@pytest.mark.parametrize("line", [
+    # CUDA's cudaErrorInvalidDevice when a worker sets a device past CUDA_VISIBLE_DEVICES
+    "RuntimeError: CUDA error: invalid device ordinal\nCUDA kernel errors might be asynchronously reported at some "
+    "other API call, so the stacktrace below might be incorrect.",
+    # torch's lazy CUDA init assert for the same
+    "torch.cuda.DeferredCudaCallError: CUDA call failed lazily at initialization with error: device >= 0 && device < "
+    "num_gpus INTERNAL ASSERT FAILED at \"../aten/src/ATen/cuda/CUDAContext.cpp\":50",
+])
+def test_a_device_past_the_visible_ones_is_too_few_gpus(line):
+    r = diagnose(line)
+    assert (r.category, r.phase, r.action) == ("tp_not_divisible", "init", "refuse")
+    assert "CUDA_VISIBLE_DEVICES" in r.fix
