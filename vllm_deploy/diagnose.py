@@ -274,7 +274,7 @@ RULES: list[_Rule] = [
           r"error\s+while\s+attempting\s+to\s+bind\s+on\s+address[^\n]*"),
     _rule("model_not_found_or_auth",
           r"is\s+not\s+a\s+local\s+folder\s+and\s+is\s+not\s+a\s+valid\s+model\s+identifier|Repository\s+Not\s+Found|"
-          r"RepositoryNotFoundError|GatedRepoError|Cannot\s+access\s+gated\s+repo|You\s+are\s+trying\s+to\s+access\s+a\s+gated\s+repo|"
+          r"RepositoryNotFoundError|EntryNotFoundError|GatedRepoError|Cannot\s+access\s+gated\s+repo|You\s+are\s+trying\s+to\s+access\s+a\s+gated\s+repo|"
           r"Access\s+to\s+model\s+\S+\s+is\s+restricted|\b40[13]\s+Client\s+Error|Invalid\s+user\s+token|"
           r"Invalid\s+repository\s+ID\s+or\s+local\s+directory|LocalEntryNotFoundError|HFValidationError|"
           r"RevisionNotFoundError|does\s+not\s+appear\s+to\s+have\s+a\s+file\s+named\s+config\.json|"

@@ -885,3 +885,10 @@ def test_a_device_past_the_visible_ones_is_too_few_gpus(line):
     r = diagnose(line)
     assert (r.category, r.phase, r.action) == ("tp_not_divisible", "init", "refuse")
     assert "CUDA_VISIBLE_DEVICES" in r.fix
+
+
+def test_a_file_missing_from_the_model_repository():
+    # huggingface_hub.errors.EntryNotFoundError (a file the repository lacks, e.g. a wrong revision or subfolder)
+    r = diagnose("huggingface_hub.errors.EntryNotFoundError: 404 Client Error. (Request ID: Root=1-abc)\n"
+                 "Entry Not Found for url: https://huggingface.co/org/model/resolve/main/config.json.")
+    assert (r.category, r.phase) == ("model_not_found_or_auth", "init")
