@@ -973,6 +973,18 @@ def _late_collective(text: str, pos: int, end: int) -> bool:
     return bool(m) and int(m.group(1)) >= _SERVING_SEQNUM
 
 
+def _shared_gpu(summary: str, fix: str, f: dict) -> tuple[str, str]:
+    """torch's OOM message lists every process holding the GPU ("Process 4057874 has 20.04 GiB memory in use.
+    Process 4060801 has 26.40 GiB ..."): with more than one, another process shares it, which no flag of this
+    instance frees."""
+    held = f.get("gpu_processes_gib")
+    if not held:
+        return summary, fix
+    return (summary + f"; {len(held)} processes hold this GPU ({' + '.join(_fmt(g) for g in held)} GiB)",
+            "another process shares this GPU: stop it or give each instance its own GPU (nvidia-smi names them), "
+            "or split the memory with a lower --gpu-memory-utilization per instance; then " + fix[:1].lower() + fix[1:])
+
+
 def _fmt(x) -> str:
     return f"{x:g}" if isinstance(x, float) else str(x)
 
@@ -1054,6 +1066,9 @@ def _diagnose(text) -> Diagnosis:
         other = _OTHER_PROCESS_RE.search(tail)
         if other:
             figures["process_memory_gib"] = _gib(other.group(2), other.group(3))
+        shared = [_gib(p.group(2), p.group(3)) for p in _OTHER_PROCESS_RE.finditer(tail)]
+        if len(shared) > 1:
+            figures["gpu_processes_gib"] = shared
         category, where = _OOM_CATEGORY.get(loc["phase"], ("cuda_oom", ""))
     if category == "port_in_use":
         port = (re.search(r"\(\s*'[^']*',\s*(\d+)\)|addr='?tcp://[^'\s]*:(\d+)|port:\s*(\d+)|:(\d{2,5})\b", m.group(0)))
@@ -1065,7 +1080,7 @@ def _diagnose(text) -> Diagnosis:
         for key in ("free_gib", "initial_free_gib"):  # old V0 wording printed bytes
             if isinstance(figures.get(key), (int, float)) and figures[key] > 1e6:
                 figures[key] = round(figures[key] / 1024 ** 3, 3)
-    summary, fix = _fix(category, figures, where, kind)
+    summary, fix = _shared_gpu(*_fix(category, figures, where, kind), figures)
     fix = fix[:1].upper() + fix[1:]
     confidence = "high" if tier == 2 else "medium"
     if category == "shm_too_small" and re.match(r"Bus\s+error", m.group(0), re.I):

@@ -892,3 +892,14 @@ def test_a_file_missing_from_the_model_repository():
     r = diagnose("huggingface_hub.errors.EntryNotFoundError: 404 Client Error. (Request ID: Root=1-abc)\n"
                  "Entry Not Found for url: https://huggingface.co/org/model/resolve/main/config.json.")
     assert (r.category, r.phase) == ("model_not_found_or_auth", "init")
+
+
+def test_an_oom_on_a_gpu_other_processes_share():
+    # torch >= 2.1 lists every process on the GPU (blind 031: two replicas on one GPU under KubeRay)
+    r = diagnose("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.59 GiB. GPU 0 has a total capacity "
+                 "of 47.50 GiB of which 590.81 MiB is free. Process 4057874 has 20.04 GiB memory in use. Process "
+                 "4060801 has 26.40 GiB memory in use. Of the allocated memory 25.76 GiB is allocated by PyTorch.")
+    assert r.category == "cuda_oom" and r.figures["gpu_processes_gib"] == [20.04, 26.4]
+    assert "2 processes hold this GPU (20.04 + 26.4 GiB)" in r.summary
+    assert r.fix.startswith("Another process shares this GPU") and "--gpu-memory-utilization" in r.fix
+    assert "gpu_processes_gib" not in diagnose(OOM).figures
