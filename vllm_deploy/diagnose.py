@@ -330,6 +330,10 @@ RULES: list[_Rule] = [
           r"\b\w+\s+is\s+not\s+supported\s+for\s+quantization\s+method|"
           r"(?:dtype|data\s+type)\s+\S+\s+is\s+not\s+supported\s+(?:on|by|for)\s+(?:this|the\s+current)\s+(?:GPU|device|platform)"),
     _rule("unsupported_dtype_or_gpu", r"_check_if_gpu_supports_dtype|check_if_supports_dtype", tier=1, kind="frame"),
+    # a Triton kernel's block needs more shared memory than this GPU has (triton's OutOfResources), at its first
+    # launch: "out of resource: shared memory, Required: 102400, Hardware limit: 101376"
+    _rule("unsupported_dtype_or_gpu", r"out\s+of\s+resource:\s*shared\s+memory,\s*Required:\s*(?P<smem_required>\d+),?"
+                                      r"\s*Hardware\s+limit:\s*(?P<smem_limit>\d+)", kind="smem"),
     # the attention-backend selector's reason when the GPU itself is the limit (platforms/cuda.py)
     _rule("unsupported_dtype_or_gpu", r"(?:is\s+not\s+valid\s+for\s+this\s+configuration|No\s+valid\s+attention\s+"
                                       r"backend\s+found)[^\n]{0,400}?compute\s+capability\s+not\s+supported"),
@@ -619,6 +623,12 @@ def _fix_trust_remote_code_required(f: dict, where: str, kind: str) -> tuple[str
 
 def _fix_unsupported_dtype_or_gpu(f: dict, where: str, kind: str) -> tuple[str, str]:
     """A dtype or kernel this GPU does not support."""
+    if kind == "smem":
+        return (f"A Triton kernel needs {f.get('smem_required')} bytes of shared memory per block; this GPU has "
+                f"{f.get('smem_limit')}",
+                "Avoid that kernel on this GPU: --kv-cache-dtype auto (the fp8 KV kernels ask the most) or another "
+                "--attention-backend, or a vLLM whose kernel configs cover this GPU (consumer Blackwell/Ada have "
+                "~100 KiB per block).")
     cc = f.get("compute_capability")
     summary = "The GPU does not support the requested dtype/kernel" + (f" (compute capability {cc})" if cc else "")
     return summary, ("For bfloat16 on GPUs below compute capability 8.0 (V100, T4, 20xx) use --dtype half; "
@@ -956,7 +966,8 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         # a torch build without this GPU's architecture fails at its first kernel, at device init; a vLLM build
         # without it fails later, at its own first kernel (profiling), where frames or milestones say so
         out.update(phase="init", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
-    elif category in ("unsupported_dtype_or_gpu", "port_in_use", "driver_mismatch_or_no_driver") and kind != "kernel":
+    elif category in ("unsupported_dtype_or_gpu", "port_in_use", "driver_mismatch_or_no_driver") and \
+            kind not in ("kernel", "smem"):
         # raised while the engine is configured, finds its GPUs or binds its port, before any weight is loaded
         out.update(phase="init", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
     return out

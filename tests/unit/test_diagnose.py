@@ -903,3 +903,14 @@ def test_an_oom_on_a_gpu_other_processes_share():
     assert "2 processes hold this GPU (20.04 + 26.4 GiB)" in r.summary
     assert r.fix.startswith("Another process shares this GPU") and "--gpu-memory-utilization" in r.fix
     assert "gpu_processes_gib" not in diagnose(OOM).figures
+
+
+def test_a_triton_kernel_past_the_gpu_s_shared_memory():
+    # triton.runtime.errors.OutOfResources (an fp8 MLA decode kernel on consumer Blackwell, SM 12.0)
+    line = ("triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 102400, Hardware limit: "
+            "101376. Reducing block sizes or `num_stages` may help.")
+    r = diagnose(line)
+    assert (r.category, r.phase) == ("unsupported_dtype_or_gpu", "unknown") and "--kv-cache-dtype auto" in r.fix
+    assert r.figures["smem_required"] == 102400 and "101376" in r.summary
+    r = diagnose("Model loading took 14.99 GiB and 5.1 seconds\n" + line)
+    assert (r.phase, r.phase_confidence) == ("profile_run", "medium")
