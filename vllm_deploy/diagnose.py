@@ -756,7 +756,8 @@ _FRAME_LINE_RE = re.compile(r'^[ \t]*File\s+"[^"\n]*",\s+line\s+\d+,\s+in\s+\S+|
                             # the worker method a distributed call failed in, in vLLM's own words (V0 and V1
                             # workers: "Error executing method init_device. This might cause deadlock ...",
                             # "Exception in worker VllmWorkerProcess while processing method load_model.")
-                            r'(?:Error\s+executing\s+method|while\s+processing\s+method)\s+\w+', re.M)
+                            # (quoted since vLLM wrote {method!r}: "Error executing method 'init_device'.")
+                            r'(?:Error\s+executing\s+method|while\s+processing\s+method)\s+[\'"]?\w+', re.M)
 # Where a category itself says the phase (vLLM raises these at one point of start-up).
 _CATEGORY_PHASES = {
     "kv_cache_too_small": "kv_cache_allocation", "no_kv_memory": "kv_cache_allocation",

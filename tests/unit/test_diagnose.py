@@ -914,3 +914,15 @@ def test_a_triton_kernel_past_the_gpu_s_shared_memory():
     assert r.figures["smem_required"] == 102400 and "101376" in r.summary
     r = diagnose("Model loading took 14.99 GiB and 5.1 seconds\n" + line)
     assert (r.phase, r.phase_confidence) == ("profile_run", "medium")
+
+
+@pytest.mark.parametrize("line,category,phase", [
+    # vllm/worker/worker_base.py execute_method: f"Error executing method {method!r}. This might cause deadlock ..."
+    ("ERROR 05-06 08:55:19 worker_base.py:145] Error executing method 'load_model'. This might cause deadlock in "
+     "distributed execution.", "cuda_oom_weights", "model_loading"),
+    ("ERROR 05-06 08:55:19 worker_base.py:145] Error executing method 'determine_num_available_blocks'. This might "
+     "cause deadlock in distributed execution.", "cuda_oom_weights", "profile_run"),
+])
+def test_the_quoted_worker_method(line, category, phase):
+    r = diagnose(line + "\n" + OOM)
+    assert (r.category, r.phase) == (category, phase)
