@@ -909,6 +909,8 @@ _EAGER_RE = re.compile(r"\benforce_eager\s*=\s*True\b|'enforce_eager':\s*True\b|
 # "Dumping scheduler output for model execution", "Dumping scheduler stats").
 _ENGINE_LOOP_DEAD_RE = re.compile(r"Engine\s+loop\s+is\s+not\s+running|MQEngineDeadError|_log_task_completion|"
                                   r"Engine\s+background\s+task\s+failed|AsyncEngineDeadError|EngineDeadError|"
+                                  # V0's run_engine_loop: a step hung past ENGINE_ITERATION_TIMEOUT_S
+                                  r"Engine\s+iteration\s+timed\s+out|"
                                   r"EngineCore\s+encountered\s+(?:an\s+issue|a\s+fatal\s+error)|"
                                   r"Dumping\s+(?:input\s+data\s+for\s+V1|scheduler\s+(?:output|stats))", re.I)
 

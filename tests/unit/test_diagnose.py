@@ -926,3 +926,10 @@ def test_a_triton_kernel_past_the_gpu_s_shared_memory():
 def test_the_quoted_worker_method(line, category, phase):
     r = diagnose(line + "\n" + OOM)
     assert (r.category, r.phase) == (category, phase)
+
+
+def test_a_v0_engine_step_that_hung_was_serving():
+    # vllm/engine/async_llm_engine.py run_engine_loop, after an NCCL error on another rank
+    r = diagnose("ERROR 07-31 11:57:33 async_llm_engine.py:658] Engine iteration timed out. This should never happen!\n"
+                 "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)")
+    assert (r.category, r.phase, r.phase_confidence) == ("nccl_error", "serving", "medium")
