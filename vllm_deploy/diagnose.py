@@ -243,6 +243,8 @@ RULES: list[_Rule] = [
     _rule("shm_too_small",
           r"failed\s+to\s+extend\s+/dev/shm|creating\s+shared\s+memory\s+segment\s+(?:/dev/shm|nccl-)|"
           r"posix_fallocate\s+failed\s*:\s*No\s+space\s+left", kind="nccl"),
+    # Ray's object store (raylet, store_runner.cc) wants more /dev/shm than the container has, before any engine
+    _rule("shm_too_small", r"System\s+memory\s+request\s+exceeds\s+memory\s+available\s+in\s+/dev/shm", kind="ray"),
     _rule("shm_too_small",
           r"No\s+space\s+left\s+on\s+device[^\n]{0,200}/dev/shm|/dev/shm[^\n]{0,200}No\s+space\s+left\s+on\s+device|"
           r"unable\s+to\s+(?:write\s+to\s+file|open\s+shared\s+memory\s+object)\s+</torch_[^>]*>|insufficient\s+shared\s+memory\s*\(shm\)|\bBus\s+error\b"),
@@ -269,6 +271,8 @@ RULES: list[_Rule] = [
           r"DistStoreError|Timed\s+out\s+after\s+\d+\s+seconds\s+waiting\s+for\s+clients",
           kind="connect"),
     _rule("nccl_error", r"NCCL\s+WARN", tier=1),
+    # rdma-core's mlx5 provider: an InfiniBand work request failed (NCCL's IB transport between GPUs or nodes)
+    _rule("nccl_error", r"mlx5:\s*[\w.-]+:\s*got\s+completion\s+with\s+error", kind="ib"),
     _rule("port_in_use",
           r"\[Errno\s+98\][^\n]*|Address\s+already\s+in\s+use[^\n]*|EADDRINUSE[^\n]*|"
           r"error\s+while\s+attempting\s+to\s+bind\s+on\s+address[^\n]*"),
@@ -316,7 +320,9 @@ RULES: list[_Rule] = [
           r"requires\s+you\s+to\s+execute\s+(?:execute\s+)?some\s+code\s+in\s+that\s+repo|"
           # vLLM's own wrapper of the transformers error (transformers_utils/config.py)
           r"consider\s+setting\s+[`'‘]?trust_remote_code=True|"
-          r"set\s+the\s+option\s+[`'‘]?trust_remote_code=True"),
+          r"set\s+the\s+option\s+[`'‘]?trust_remote_code=True|"
+          # the ValueError transformers raises there, its message cut (dynamic_module_utils.py)
+          r"in\s+resolve_trust_remote_code\s[\s\S]{0,300}?\bValueError:"),
     _rule("unsupported_dtype_or_gpu",
           r"Bfloat16\s+is\s+only\s+supported\s+on\s+GPUs\s+with\s+compute\s+capability\s+of\s+at\s+least\s+8\.0"
           r"(?:\.\s*Your\s+(?P<gpu_name>[^\n]+?)\s+GPU\s+has\s+compute\s+capability\s+(?P<compute_capability>[\d.]+))?"),
@@ -343,6 +349,11 @@ RULES: list[_Rule] = [
     # category above that names the same refusal more precisely (max_len_over_model_limit) wins.
     _rule("config_rejected",
           r"validation\s+error\s+for\s+(?P<config>\w*Config)\s+(?:[\w.]+\s+)?Value\s+error,\s*(?P<message>[^\n\[]+)", tier=1),
+    # vLLM's argument parser (argparse: "vllm: error: unrecognized arguments: --temperature 0.8", "vllm serve: error:
+    # argument --dtype: invalid choice: ...", "api_server.py: error: the following arguments are required: ...")
+    _rule("config_rejected", r"(?m)^(?:vllm(?:\s+serve)?|api_server\.py|[\w.-]{1,40}\.py):\s+error:\s+(?P<message>"
+                             r"(?:unrecognized\s+arguments|argument\s|the\s+following\s+arguments)[^\n]{0,300})",
+          kind="argparse"),
     _rule("config_rejected",
           r"ValueError:\s*(?P<message>(?:max_num_batched_tokens|max_num_seqs|max_num_active_seqs)\s*\(\d+\)[^\n]+)", tier=1),
     # V1's attention-backend selector (platforms/cuda.py) refuses a forced backend, or finds none, for this model
@@ -548,6 +559,9 @@ def _fix_nccl_error(f: dict, where: str, kind: str) -> tuple[str, str]:
                     "install the NCCL the torch wheel pins (pip's nvidia-nccl-cu12, in the same venv) or point "
                     "VLLM_NCCL_SO_PATH at a working libnccl.so.2; a library for another CUDA or CPU architecture "
                     "fails the same way"),
+        "ib": ("NCCL's InfiniBand transport failed: the mlx5 adapter reported a work completion error",
+               "check the IB fabric and ports (ibstat, ibv_devinfo, the switch), NCCL_IB_HCA / NCCL_IB_GID_INDEX "
+               "for RoCE, or set NCCL_IB_DISABLE=1 to fall back to sockets while the fabric is fixed"),
         "system": ("NCCL failed in a system call (ncclSystemError / 'unhandled system error')",
                    "in a container this is most often /dev/shm: run it with --ipc=host or a large --shm-size "
                    "(Kubernetes: an emptyDir with medium: Memory on /dev/shm) and clear stale /dev/shm/nccl-* "
@@ -644,6 +658,11 @@ def _fix_config_rejected(f: dict, where: str, kind: str) -> tuple[str, str]:
                  if f.get("config") else "No attention backend of this vLLM accepts the model and its flags"),
                 "Drop --attention-backend (or VLLM_ATTENTION_BACKEND) so vLLM picks one, or the flag the reason "
                 "names (--kv-cache-dtype auto for 'kv_cache_dtype not supported'); a newer vLLM may add the support.")
+    if kind == "argparse":
+        return (f"vLLM's command line was refused: {f.get('message', '')}",
+                "Drop or correct that flag (`vllm serve --help` lists this version's): a sampling parameter is not "
+                "a server flag, and a flag of a newer vLLM or of a plugin not installed at a matching version "
+                "(vllm-omni) is refused.")
     return (f"vLLM refused its configuration{where}: {f.get('message', '').rstrip('.')}",
             "Change the flags the message names (vLLM checks this combination at start; the planner does not "
             "model it), e.g. max_num_batched_tokens at least max_num_seqs and, without chunked prefill, "
@@ -961,7 +980,7 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
     elif category == "nccl_error" and kind == "timeout" and _late_collective(text, pos, end):
         # the watchdog names the collective's sequence number: start-up runs some thousands, serving millions
         out.update(phase="serving", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
-    elif (category == "nccl_error" and kind != "timeout") or (category == "shm_too_small" and kind == "nccl"):
+    elif (category == "nccl_error" and kind != "timeout") or (category == "shm_too_small" and kind in ("nccl", "ray")):
         # no frame and no milestone: NCCL's communicators (and their /dev/shm segments) are created and warmed up
         # with a first all-reduce at worker start (init_device), where most NCCL errors surface; a hang comes later
         out.update(phase="init", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
@@ -1058,7 +1077,7 @@ def _diagnose(text) -> Diagnosis:
     category, where, kind = rule.category, "", rule.kind
     if category == "unsupported_dtype_or_gpu" and re.search(r"no\s+kernel\s+image", m.group(0), re.I):
         kind = "kernel"
-    if category == "nccl_error" and kind not in ("connect", "library"):
+    if category == "nccl_error" and kind not in ("connect", "library", "ib"):
         kind = _nccl_kind(norm[max(0, pos - 2000): pos + 3000])
     loc = _locate(norm, pos, m.end(), category, kind, milestones)
     if category == "cuda_oom":

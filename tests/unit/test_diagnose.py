@@ -933,3 +933,32 @@ def test_a_v0_engine_step_that_hung_was_serving():
     r = diagnose("ERROR 07-31 11:57:33 async_llm_engine.py:658] Engine iteration timed out. This should never happen!\n"
                  "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)")
     assert (r.category, r.phase, r.phase_confidence) == ("nccl_error", "serving", "medium")
+
+
+@pytest.mark.parametrize("line,category,phase,word", [
+    # vLLM's argument parser (argparse's "%(prog)s: error: %(message)s"; dev threads containers/ramalama and
+    # vllm-project/vllm-omni): a sampling parameter or a plugin's flag the installed vLLM does not know
+    ("usage: vllm [-h] [-v] {chat,complete,serve,bench,collect-env,run-batch} ...\n"
+     "vllm: error: unrecognized arguments: --temperature 0.8", "config_rejected", "init", "vllm serve --help"),
+    ("vllm serve: error: argument --dtype: invalid choice: 'fp4' (choose from auto, half, float16)",
+     "config_rejected", "init", "vllm serve --help"),
+    # Ray's raylet (src/ray/object_manager/plasma/store_runner.cc) before any engine starts
+    ("[2026-03-25 05:44:29,435 W 39 39] (raylet) store_runner.cc:83: System memory request exceeds memory available "
+     "in /dev/shm. The request is for 10200547328 bytes, and the amount available is 9663676416 bytes.",
+     "shm_too_small", "init", "--shm-size"),
+    # rdma-core's mlx5 provider under NCCL's IB transport (OpenRLHF/OpenRLHF weight sync over NCCL)
+    ("(LLMRayActor pid=90738, ip=172.19.24.110) mlx5: host_unknown: got completion with error:",
+     "nccl_error", "init", "NCCL_IB_DISABLE"),
+])
+def test_cli_ray_store_and_infiniband_wordings(line, category, phase, word):
+    r = diagnose(line)
+    assert (r.category, r.phase) == (category, phase) and word in r.fix
+
+
+def test_a_cut_remote_code_error_under_its_frame():
+    # transformers/dynamic_module_utils.py resolve_trust_remote_code raises only its ValueError (BerriAI/litellm#6121:
+    # the message cut after "Loading deepse")
+    r = diagnose('  File "/x/transformers/dynamic_module_utils.py", line 678, in resolve_trust_remote_code\n'
+                 "    raise ValueError(\nValueError: Loading deepse")
+    assert (r.category, r.phase) == ("trust_remote_code_required", "init")
+    assert diagnose("ValueError: Loading deepse").category == "unknown"
