@@ -900,6 +900,19 @@ def _milestone_before(milestones: list, pos: int) -> tuple[str, str | None, str,
     return name, phase, confidence, start
 
 
+# An error line this near the top of a log has no start-up before it: the start-up lines just after it say where.
+_PASTED_FIRST = 500
+_PASTED_AFTER = 3000
+
+
+def _milestone_after(text: str, end: int, milestones: list):
+    """The last milestone shortly after an error that heads the log, with no other error line between them."""
+    after = [m for m in milestones if end < m[0] < end + _PASTED_AFTER]
+    if not after or _EXCEPTION_LINE_RE.search(text, end, after[-1][0]):
+        return None
+    return after[-1]
+
+
 def _frames_near(text: str, pos: int, end: int) -> tuple[str | None, str | None, str]:
     """(phase, frame line, confidence) from the traceback frames around an error at text[pos:end].
 
@@ -966,6 +979,11 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
     elif after:
         out.update(phase=after, phase_confidence=milestone_confidence,
                    phase_evidence=_line_at(text, milestone_pos, milestone_pos + 1))
+    elif pos < _PASTED_FIRST and _milestone_after(text, end, milestones):
+        # the error line heads the excerpt and start-up lines follow it: pasted first, or Ray printing its workers'
+        # deduplicated lines late ("[repeated 7x across cluster]")
+        start, _, phase, _ = _milestone_after(text, end, milestones)
+        out.update(phase=phase, phase_confidence="low", phase_evidence=_line_at(text, start, start + 1))
     elif re.search(r"Waiting\s+for\s+application\s+shutdown|Application\s+shutdown\s+complete|"
                    r"output_handler\s+failed", text[end:end + 4000], re.I):
         # the API server only starts (and so only shuts down) after the engine finished starting up

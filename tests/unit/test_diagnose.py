@@ -962,3 +962,19 @@ def test_a_cut_remote_code_error_under_its_frame():
                  "    raise ValueError(\nValueError: Loading deepse")
     assert (r.category, r.phase) == ("trust_remote_code_required", "init")
     assert diagnose("ValueError: Loading deepse").category == "unknown"
+
+
+@pytest.mark.parametrize("after,phase", [
+    # Ray prints its workers' deduplicated lines late (QwenLM/Qwen#819: the OOM, then the workers' capture line)
+    ("(RayWorkerVllm pid=74362) INFO 12-18 21:44:36 model_runner.py:394] Capturing the model for CUDA graphs. This "
+     "may lead to unexpected consequences if the model is not static. [repeated 7x across cluster]", "graph_capture"),
+    # an error line pasted above the log's last lines (xorbitsai/inference: the profiling line, V0 model_runner.py)
+    ("INFO 07-11 13:46:49 model_runner.py:858] CUDA graphs can take additional 1~3 GiB memory per GPU.",
+     "graph_capture"),
+])
+def test_an_error_heading_the_log_is_placed_by_the_lines_after_it(after, phase):
+    r = diagnose("RuntimeError: CUDA error: out of memory\n" + after)
+    assert (r.category, r.phase, r.phase_confidence) == ("cuda_oom_after_kv", phase, "low")
+    # not after a start-up that came first, nor past another error line
+    assert diagnose("x\n" * 300 + "RuntimeError: CUDA error: out of memory\n" + after).phase == "unknown"
+    assert diagnose("RuntimeError: CUDA error: out of memory\nValueError: other\n" + after).phase == "unknown"
