@@ -1211,8 +1211,11 @@ def _no_known_failure(norm: str, milestones: list) -> Diagnosis:
 
 
 _FILE_FRAME_RE = re.compile(r'^[ \t]*File\s+"(?P<path>[^"\n]*)",\s+line\s+\d+,\s+in\s+(?P<func>\S+)', re.M)
-# Innermost frames inside a collective or a communicator: what fails there is the communication itself.
-_COMM_FRAME_RE = re.compile(r"distributed_c10d\.py|pynccl|device_communicators|ProcessGroupNCCL", re.I)
+# Innermost frames inside a collective or a communicator, or forming the process groups (V0/V1 workers'
+# init_worker_distributed_environment, parallel_state's): what fails there is the communication itself.
+_COMM_FRAME_RE = re.compile(r"distributed_c10d\.py|pynccl|device_communicators|ProcessGroupNCCL|"
+                            r"init_worker_distributed_environment|init_distributed_environment|"
+                            r"initialize_model_parallel|ensure_model_parallel_initialized", re.I)
 # Frames that read the checkpoint (a wrong weight name fails here, not only memory)
 _READ_WEIGHTS_RE = re.compile(r"load_weights|weight_loader|weights_iterator", re.I)
 # Where a traceback cut before its error line most often ends in an out-of-memory error: creating the

@@ -613,6 +613,9 @@ def test_v0_block_count_in_the_device_s_name(line, blocks):
      "NCCL_DEBUG=INFO"),
     (["distributed/parallel_state:ensure_model_parallel_initialized", "distributed/parallel_state:__init__",
       "torch/distributed/distributed_c10d:broadcast"], "NCCL_DEBUG=INFO"),
+    # a V0 Ray worker's init_device cut inside the process-group set-up (vllm-project/vllm, multi-node NCCL thread)
+    (["executor/ray_utils:execute_method", "worker/worker:init_device",
+      "worker/worker:init_worker_distributed_environment"], "NCCL_DEBUG=INFO"),
 ])
 def test_a_traceback_cut_in_a_communicator_s_set_up_is_init(funcs, kind_word):
     r = diagnose("Traceback (most recent call last):\n" + _frames(*funcs))
