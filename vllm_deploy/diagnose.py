@@ -236,6 +236,10 @@ RULES: list[_Rule] = [
           kind="fabric"),
     _rule("driver_mismatch_or_no_driver", r"No\s+platform\s+detected,?\s+vLLM\s+is\s+running\s+on\s+UnspecifiedPlatform",
           tier=1, kind="no_platform"),
+    # vLLM's triton_utils/importing.py at import: no Triton backend's driver is active (torch sees no CUDA device, e.g.
+    # libcuda.so.1 missing in the container). A CPU or TPU build says the same: weak, and not on those platforms.
+    _rule("driver_mismatch_or_no_driver", r"Triton\s+is\s+installed\s+but\s+0\s+active\s+driver", tier=1,
+          kind="triton"),
     _rule("shm_too_small",
           r"Insufficient\s+space\s+in\s+/dev/shm(?::?\s*(?P<shm_required_mib>\d+)\s*MiB\s+required"
           r"(?:,\s*(?P<shm_free_mib>\d+)\s*MiB\s+free)?)?"),
@@ -513,6 +517,12 @@ def _fix_driver_mismatch_or_no_driver(f: dict, where: str, kind: str) -> tuple[s
                 "not yet initialized)",
                 "Install and start nvidia-fabricmanager at exactly the driver's version (systemctl enable --now "
                 "nvidia-fabricmanager), then check `nvidia-smi -q` shows the fabric state Completed.")
+    if kind == "triton":
+        return ("No CUDA driver is active for this process (Triton found none at vLLM's import): the driver "
+                "library (libcuda.so.1) or the GPUs are not visible to it",
+                "In a container: run it with the NVIDIA runtime and GPU access (docker run --gpus all; the NVIDIA "
+                "container toolkit mounts libcuda.so.1), and do not override LD_LIBRARY_PATH past it; on the host "
+                "check `nvidia-smi` and that python -c 'import torch; print(torch.cuda.is_available())' is True.")
     if kind == "no_platform":
         summary = "vLLM found no GPU platform (no CUDA device visible: container without GPUs or no driver)"
     else:
@@ -1050,6 +1060,11 @@ def _fix(category: str, f: dict, where: str = "", kind: str = "") -> tuple[str, 
     return fix(f, where, kind) if fix else ("", "")
 
 
+# A log of vLLM on another platform than CUDA (CPU, TPU, XPU, ROCm builds), where Triton finding no CUDA driver is normal
+_NOT_CUDA_RE = re.compile(r"Automatically\s+detected\s+platform\s+(?!cuda\b)\w+|TPU\s+info:|cpu_worker\.py|CPUWorker|"
+                          r"doesn't\s+include\s+CPU\s+backend|Pin\s+memory\s+is\s+not\s+supported\s+on\s+CPU", re.I)
+
+
 def diagnose(text) -> Diagnosis:
     """Read a vLLM log (str or bytes) and name the root cause of its failure. Never raises."""
     try:
@@ -1070,7 +1085,7 @@ def _diagnose(text) -> Diagnosis:
     matches = []
     for order, rule in enumerate(RULES):
         m = rule.pattern.search(norm)
-        if m:
+        if m and not (rule.kind == "triton" and _NOT_CUDA_RE.search(norm)):
             matches.append((rule.tier, m.start(), order, rule, m))
     strong = sorted((x for x in matches if x[0] == 2), key=lambda x: (x[1], x[2]))
     weak = sorted((x for x in matches if x[0] == 1), key=lambda x: (-x[1], x[2]))

@@ -981,3 +981,16 @@ def test_an_error_heading_the_log_is_placed_by_the_lines_after_it(after, phase):
     # not after a start-up that came first, nor past another error line
     assert diagnose("x\n" * 300 + "RuntimeError: CUDA error: out of memory\n" + after).phase == "unknown"
     assert diagnose("RuntimeError: CUDA error: out of memory\nValueError: other\n" + after).phase == "unknown"
+
+
+def test_triton_without_an_active_driver():
+    # vllm/triton_utils/importing.py (0.9+); gpustack/gpustack: a vLLM container without libcuda.so.1
+    line = ("INFO 12-10 12:04:47 [importing.py:44] Triton is installed but 0 active driver(s) found (expected 1). "
+            "Disabling Triton to prevent runtime errors.")
+    r = diagnose(line)
+    assert (r.category, r.phase, r.confidence) == ("driver_mismatch_or_no_driver", "init", "medium")
+    assert "libcuda.so.1" in r.summary
+    # weak: a failure named elsewhere wins; a CPU or TPU build prints it too
+    assert diagnose(line + "\n" + OOM).category == "cuda_oom"
+    assert diagnose("INFO [__init__.py:235] Automatically detected platform cpu.\n" + line).category == "unknown"
+    assert diagnose("INFO [__init__.py:59] TPU info: node_name=tpu-0\n" + line).category == "unknown"
