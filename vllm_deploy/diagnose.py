@@ -1060,7 +1060,7 @@ def _fix(category: str, f: dict, where: str = "", kind: str = "") -> tuple[str, 
     return fix(f, where, kind) if fix else ("", "")
 
 
-# A log of vLLM on another platform than CUDA (CPU, TPU, XPU, ROCm builds), where Triton finding no CUDA driver is normal
+# vLLM on another platform than CUDA (CPU, TPU, XPU, ROCm builds), where Triton finding no CUDA driver is normal
 _NOT_CUDA_RE = re.compile(r"Automatically\s+detected\s+platform\s+(?!cuda\b)\w+|TPU\s+info:|cpu_worker\.py|CPUWorker|"
                           r"doesn't\s+include\s+CPU\s+backend|Pin\s+memory\s+is\s+not\s+supported\s+on\s+CPU", re.I)
 
