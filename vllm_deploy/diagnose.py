@@ -1212,6 +1212,8 @@ def _no_known_failure(norm: str, milestones: list) -> Diagnosis:
     cut = _cut_traceback(norm, exc, reached)
     if cut:
         return cut
+    if not exc and reached in ("none", "engine_configured") and _odd_tp(figures.get("tp_size")):
+        return _odd_tp_guess(norm, figures, reached)
     line = exc[0].group(0).strip()[:300] if exc else None
     loc = _locate(norm, exc[0].start(), exc[0].end(), "unknown", "", milestones) if exc else {
         "phase_reached": reached, "phase": after or "unknown", "phase_confidence": "low" if after else "none",
@@ -1223,6 +1225,24 @@ def _no_known_failure(norm: str, milestones: list) -> Diagnosis:
     return _with_action(Diagnosis("unknown", summary, figures,
                                   "Read the first traceback in the full log; rerun with VLLM_LOGGING_LEVEL=DEBUG "
                                   "(and CUDA_LAUNCH_BLOCKING=1 for a CUDA error).", line, "low", **loc))
+
+
+def _odd_tp(tp) -> bool:
+    """A tensor-parallel size no usual head count divides (3, 5, 6, 7, ...: heads come in multiples of 8)."""
+    return isinstance(tp, int) and tp > 2 and tp & (tp - 1) != 0
+
+
+def _odd_tp_guess(norm: str, figures: dict, reached: str) -> Diagnosis:
+    """A log that stops at start-up, before any error line, asking for such a tensor-parallel size: vLLM's
+    divisibility check of the attention heads (ModelConfig.verify_with_parallel_config) fails first there."""
+    summary, fix = _fix("tp_not_divisible", figures)
+    m = dict(_CONTEXT_FIGURES)["tp_size"].search(norm)
+    evidence = _line_at(norm, m.start(), m.end()) if m else None
+    return _with_action(Diagnosis(
+        "tp_not_divisible", f"The log stops at start-up, before its error line, with tensor-parallel size "
+        f"{figures['tp_size']}, which the model's attention heads are seldom divisible by (a guess)",
+        figures, fix[:1].upper() + fix[1:], evidence, "low", phase="init", phase_confidence="low",
+        phase_evidence=evidence, phase_reached=reached))
 
 
 _FILE_FRAME_RE = re.compile(r'^[ \t]*File\s+"(?P<path>[^"\n]*)",\s+line\s+\d+,\s+in\s+(?P<func>\S+)', re.M)

@@ -994,3 +994,20 @@ def test_triton_without_an_active_driver():
     assert diagnose(line + "\n" + OOM).category == "cuda_oom"
     assert diagnose("INFO [__init__.py:235] Automatically detected platform cpu.\n" + line).category == "unknown"
     assert diagnose("INFO [__init__.py:59] TPU info: node_name=tpu-0\n" + line).category == "unknown"
+
+
+@pytest.mark.parametrize("args,category", [
+    # gpustack/gpustack: gemma-3-27b (32 heads) scheduled on 3 GPUs, the excerpt stops at the server's version line
+    ("Run vllm with arguments: serve /m/gemma-3-27b-it --max-model-len 8192 --tensor-parallel-size 3 --port 40059",
+     "tp_not_divisible"),
+    ("non-default args: {'model': '/m', 'tensor_parallel_size': 6}", "tp_not_divisible"),
+    ("non-default args: {'model': '/m', 'tensor_parallel_size': 4}", "unknown"),
+])
+def test_a_start_up_that_stops_with_an_odd_tensor_parallel_size(args, category):
+    log = args + "\nINFO 06-19 11:30:25 [api_server.py:1043] vLLM API server version 0.8.5.post1"
+    r = diagnose(log)
+    assert r.category == category and (r.confidence == "low" if category != "unknown" else True)
+    assert r.phase == ("init" if category != "unknown" else "unknown")
+    # past the weights, or with an error line of its own, the size is not the guess
+    assert diagnose(log + "\nINFO Loading model weights took 14.9 GiB").category != "tp_not_divisible"
+    assert diagnose(log + "\nValueError: something else").category == "unknown"
