@@ -767,7 +767,9 @@ _FRAME_PHASES = [
                                  r"process_weights_after_loading|"
                                  r"\bget_model\b|create_weights|make_layers|safetensors_weights_iterator", re.I)),
     ("graph_capture", re.compile(r"compile_or_warm_up_model|_warm_up_model", re.I)),
-    ("serving", re.compile(r"execute_model|run_busy_loop|engine_step|step_with_batch_queue|_process_input_queue|"
+    # (uvicorn's run_asgi and V0 AsyncLLMEngine's generate path handle a request)
+    ("serving", re.compile(r"run_asgi|async_llm_engine\.py\",?\s+line\s+\d+,\s+in\s+(?:generate|_process_request)|"
+                           r"execute_model|run_busy_loop|engine_step|step_with_batch_queue|_process_input_queue|"
                            r"run_engine_loop|_process_engine_step|start_worker_execution_loop|output_handler|step_async",
                            re.I)),
     ("init", re.compile(r"\binit_device\b|\binit_model\b|init_worker_distributed_environment|_init_distributed_environment|"
@@ -898,7 +900,12 @@ def _milestones(text: str) -> list[tuple[int, str, str, str]]:
     return sorted((m.start(), name, phase, confidence)
                   for name, phase, confidence, pattern in _MILESTONES
                   if any(hint in low for hint in _MILESTONE_HINTS[name])
-                  for m in pattern.finditer(text))
+                  for m in pattern.finditer(text) if text[m.start() - 1: m.start()] not in _QUOTES)
+
+
+# A milestone's words right after a quote are vLLM's source (logger.info("Loading model weights took ...") quoted
+# in a notebook's traceback), not its log line.
+_QUOTES = ("\"", "'")
 
 
 def _milestone_before(milestones: list, pos: int) -> tuple[str, str | None, str, int]:
@@ -1215,9 +1222,8 @@ def _no_known_failure(norm: str, milestones: list) -> Diagnosis:
     if not exc and reached in ("none", "engine_configured") and _odd_tp(figures.get("tp_size")):
         return _odd_tp_guess(norm, figures, reached)
     line = exc[0].group(0).strip()[:300] if exc else None
-    loc = _locate(norm, exc[0].start(), exc[0].end(), "unknown", "", milestones) if exc else {
-        "phase_reached": reached, "phase": after or "unknown", "phase_confidence": "low" if after else "none",
-        "phase_evidence": _line_at(norm, milestone_pos, milestone_pos) if after else None}
+    loc = _locate(norm, exc[0].start(), exc[0].end(), "unknown", "", milestones) if exc else \
+        _located_without_error(norm, reached, after, milestone_pos)
     where = f"; the log reached: {loc['phase_reached'].replace('_', ' ')}" if loc["phase_reached"] != "none" else ""
     where += f"; failed in: {loc['phase'].replace('_', ' ')}" if loc["phase"] != "unknown" else ""
     summary = (f"No known vLLM failure found; first error: {line}" if line
@@ -1225,6 +1231,16 @@ def _no_known_failure(norm: str, milestones: list) -> Diagnosis:
     return _with_action(Diagnosis("unknown", summary, figures,
                                   "Read the first traceback in the full log; rerun with VLLM_LOGGING_LEVEL=DEBUG "
                                   "(and CUDA_LAUNCH_BLOCKING=1 for a CUDA error).", line, "low", **loc))
+
+
+def _located_without_error(norm: str, reached: str, after, milestone_pos: int) -> dict:
+    """Where a log without any error line stops: the traceback frames at its end (a notebook's, whose layout the
+    cut-traceback reading does not take), else the last milestone (low)."""
+    phase, frame, _ = _frames_near(norm, len(norm), len(norm))
+    if phase:
+        return {"phase_reached": reached, "phase": phase, "phase_confidence": "low", "phase_evidence": frame}
+    return {"phase_reached": reached, "phase": after or "unknown", "phase_confidence": "low" if after else "none",
+            "phase_evidence": _line_at(norm, milestone_pos, milestone_pos) if after else None}
 
 
 def _odd_tp(tp) -> bool:

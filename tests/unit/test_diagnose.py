@@ -1011,3 +1011,21 @@ def test_a_start_up_that_stops_with_an_odd_tensor_parallel_size(args, category):
     # past the weights, or with an error line of its own, the size is not the guess
     assert diagnose(log + "\nINFO Loading model weights took 14.9 GiB").category != "tp_not_divisible"
     assert diagnose(log + "\nValueError: something else").category == "unknown"
+
+
+def test_a_cut_request_traceback_is_serving():
+    # V0's AsyncLLMEngine answering a request under uvicorn, cut before its error (vllm-project/vllm OOM thread)
+    r = diagnose(_frames("engine/async_llm_engine:generate", "engine/async_llm_engine:_process_request",
+                         "uvicorn/protocols/http/httptools_impl:run_asgi"))
+    assert (r.category, r.phase) == ("unknown", "serving")
+
+
+def test_a_notebook_traceback_quoting_vllm_s_source():
+    # IPython's layout (File ~/...:722, in ..., "-->" and numbered source lines) quotes V0's
+    # logger.info("Loading model weights took ...") in model_runner.py load_model: no milestone, the frame says where
+    log = ("File ~/env/lib/python3.10/site-packages/vllm/worker/model_runner.py:722, in GPUModelRunnerBase.load_model"
+           "(self)\n    720 logger.info(\"Starting to load model %s...\", self.model_config.model)\n"
+           "--> 722     self.model = get_model(model_config=self.model_config,\n"
+           "    732 logger.info(\"Loading model weights took %.4f GB\",\n")
+    r = diagnose(log)
+    assert (r.category, r.phase, r.phase_reached) == ("unknown", "model_loading", "none")
