@@ -960,6 +960,9 @@ _ENGINE_LOOP_DEAD_RE = re.compile(r"Engine\s+loop\s+is\s+not\s+running|MQEngineD
                                   r"Engine\s+background\s+task\s+failed|AsyncEngineDeadError|EngineDeadError|"
                                   # V0's run_engine_loop: a step hung past ENGINE_ITERATION_TIMEOUT_S
                                   r"Engine\s+iteration\s+timed\s+out|"
+                                  # V0's MQLLMEngine.start() logs its loop's error as repr(e) (start-up errors are
+                                  # logged as str(e) by run_mp_engine): the model-execution wrapper's, repr'd
+                                  r"(?:Error|Exception)\(['\"]Error\s+in\s+model\s+execution\s+\(input\s+dumped|"
                                   r"EngineCore\s+encountered\s+(?:an\s+issue|a\s+fatal\s+error)|"
                                   r"Dumping\s+(?:input\s+data\s+for\s+V1|scheduler\s+(?:output|stats))", re.I)
 

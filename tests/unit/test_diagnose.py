@@ -1029,3 +1029,16 @@ def test_a_notebook_traceback_quoting_vllm_s_source():
            "    732 logger.info(\"Loading model weights took %.4f GB\",\n")
     r = diagnose(log)
     assert (r.category, r.phase, r.phase_reached) == ("unknown", "model_loading", "none")
+
+
+@pytest.mark.parametrize("line,phase", [
+    # vllm/engine/multiprocessing/engine.py: MQLLMEngine.start() logs its loop's error as repr(e)
+    ("ERROR 12-19 09:33:44 engine.py:135] OutOfMemoryError('Error in model execution (input dumped to "
+     "/tmp/err_execute_model_input_20241219-093344.pkl): CUDA out of memory. Tried to allocate 524.00 MiB.')",
+     "serving"),
+    # the profiling run's error through the same wrapper, raised (str) at start-up: no phase from the wrapper
+    ("torch.OutOfMemoryError: Error in model execution (input dumped to /tmp/err_execute_model_input_2025.pkl): "
+     "CUDA out of memory. Tried to allocate 7.00 GiB.", "unknown"),
+])
+def test_the_mq_engine_loop_s_repr_of_a_model_execution_error(line, phase):
+    assert diagnose(line).phase == phase
