@@ -20,8 +20,10 @@ and tests/fixtures/vllm-failures-public, scored by scripts/bench_diagnose.py), n
             profiled, KV cache sized, CUDA graphs being captured, serving requests);
    low    — only a guess between neighbouring phases (after the KV cache was sized, after graph capture, after
             only the engine's config line or its distributed set-up: init), or a category's usual phase (an NCCL
-            error with no frame or milestone: its communicators are set up at init); none — no evidence.
-   A log cut inside a traceback before its error line takes its phase from those frames (medium).
+            error, or NCCL's /dev/shm segment, with no frame or milestone: its communicators are set up at init; a
+            watchdog timeout of a collective numbered past start-up's: serving); none — no evidence.
+   A log cut inside a traceback before its error line takes its phase from those frames (medium); one that stops
+   in CUDA graph capture, or without any error line in the profiling run, is read as that phase's OOM (low).
    An out-of-memory error is named by that phase: cuda_oom_weights (GPU init, weights, profiling run),
    cuda_oom_after_kv (KV-cache allocation, graph capture, sampler warm-up), cuda_oom_runtime (serving),
    and plain cuda_oom when the log does not say: the phase is never guessed.
@@ -135,6 +137,16 @@ def _rule(category: str, regex: str, tier: int = 2, kind: str = "") -> _Rule:
     return _Rule(category, re.compile(regex, re.I), tier, kind)
 
 
+# The last start-up step of V1, after graph capture: a dummy batch through the sampler (or a pooling model's pooler)
+_WARMING_UP = r"warming\s+up\s+(?:the\s+)?(?:sampler|pooler)"
+
+
+# V0's count of KV-cache blocks on the device: "# GPU blocks: N" until 0.6.2, then the platform's device name
+# (executor_base.py: "# %s blocks: %d, # CPU blocks: %d" % (current_platform.device_name, ...)): "# cuda blocks",
+# "# CUDA blocks", "# rocm blocks", "# npu blocks" (Ascend); "# CPU blocks" is the swap space, not the cache.
+_BLOCKS = r"#?\s*(?:GPU|CUDA|ROCm|NPU|XPU|HPU|TPU|neuron)\s+blocks:"
+
+
 RULES: list[_Rule] = [
     # KV cache smaller than one max-length request (V1, both "model's" and the older "models's").
     # Tails are optional so that an excerpt cut mid-line still classifies (figures then missing).
@@ -151,7 +163,8 @@ RULES: list[_Rule] = [
     _rule("no_kv_memory", _p("No", "available", "memory", "for", "the", "cache", "blocks")),
     _rule("no_kv_memory", _p("Cannot", "auto-fit", "max_model_len")),
     # V0 printed the block count before (or instead of) failing: "# GPU blocks: 0, # CPU blocks: 512" / "-1".
-    _rule("no_kv_memory", r"#\s*GPU\s+blocks:\s*(?P<gpu_blocks>0|-\d+)\b|num_gpu_blocks\s*=\s*(?P<num_gpu_blocks>0)\b|"
+    _rule("no_kv_memory", _BLOCKS + r"\s*(?P<gpu_blocks>0|-\d+)\b|"
+                          r"(?<!Overriding )num_gpu_blocks\s*=\s*(?P<num_gpu_blocks>0)\b|"
                           r"Insufficient\s+GPU\s+memory\s+for\s+KV\s+cache", kind="blocks"),
     _rule("no_kv_memory", r"Available\s+KV\s+cache\s+memory:\s*(?P<kv_available_gib>-[\d.]+)\s*GiB", tier=1),
     _rule("free_memory_below_request",
@@ -162,13 +175,20 @@ RULES: list[_Rule] = [
           r"Error\s+in\s+memory\s+profiling\.?\s*Initial\s+free\s+memory\s+(?P<initial_free_gib>[\d.]+)"
           r"(?:\s*GiB)?,\s*current\s+free\s+memory\s+(?P<free_gib>[\d.]+)"),
     # OOM: specific wordings first (ties at one position go to the earlier rule).
-    _rule("cuda_oom", r"CUDA\s+out\s+of\s+memory\s+occurred\s+when\s+warming\s+up\s+sampler\s+with\s+"
-                      r"(?P<dummy_requests>\d+)\s+dummy\s+requests", kind="sampler"),
+    # V1's warm-up of the sampler, or of the pooler for a pooling model ("... pooler (task='embed') with N dummy
+    # requests"; "NPU out of memory ..." on vllm-ascend)
+    _rule("cuda_oom", r"(?:CUDA|NPU|XPU)\s+out\s+of\s+memory\s+occurred\s+when\s+" + _WARMING_UP
+                      + r"(?:\s*\([^)\n]{0,60}\))?\s+with\s+(?P<dummy_requests>\d+)\s+dummy\s+requests", kind="sampler"),
     _rule("cuda_oom", r"CUDA\s+out\s+of\s+memory\.\s*Tried\s+to\s+allocate\s+(?P<tried>[\d.]+)\s*(?P<tried_unit>[KMG]iB)"),
     # (Ray's own ray.exceptions.OutOfMemoryError is the node's host memory, not the GPU's)
     _rule("cuda_oom", r"CUDA\s+out\s+of\s+memory|CUDA\s+(?:driver\s+)?error:\s*out\s+of\s+memory|(?<!ray\.exceptions\.)OutOfMemoryError|(?:HIP|NPU|XPU)\s+out\s+of\s+memory|"
                       r"hipErrorOutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|"
                       r"cudaErrorMemoryAllocation|CUBLAS_STATUS_ALLOC_FAILED|\bout\s+of\s+memory\s+error\s+occurred"),
+    # The rest of torch's OOM message when an excerpt lost its first line (CUDACachingAllocator.cpp): its detail
+    # since torch 2.1 and before it; words no other message has.
+    _rule("cuda_oom", r"GPU\s*\d+\s+has\s+a\s+total\s+capacity\s+of\s+[\d.]+\s*[KMG]iB\s+of\s+which|"
+                      r"of\s+the\s+allocated\s+memory\s+[\d.]+\s*[KMG]iB\s+is\s+allocated\s+by\s+PyTorch|"
+                      r"[KMG]iB\s+reserved\s+in\s+total\s+by\s+PyTorch\)"),
     _rule("tp_not_divisible",
           r"Total\s+number\s+of\s+(?:attention\s+)?heads\s*\((?P<num_heads>\d+)\)\s*must\s+be\s+divisible\s+by\s+"
           r"tensor\s+parallel\s+size\s*\((?P<tp_size>\d+)\)"),
@@ -182,7 +202,14 @@ RULES: list[_Rule] = [
           r"number\s+of\s+required\s+GPUs\s+exceeds\s+the\s+total\s+number\s+of\s+available\s+GPUs|"
           # Ray cannot place the workers: too few GPUs in the cluster, or none on the driver's node
           r"Cannot\s+provide\s+a\s+placement\s+group\s+of|Ray\s+does\s+not\s+allocate\s+any\s+GPUs\s+on\s+the\s+driver\s+node|"
-          r"Current\s+node\s+has\s+no\s+GPU\s+available", kind="too_few_gpus"),
+          r"Current\s+node\s+has\s+no\s+GPU\s+available|"
+          # a rank asks CUDA for a device past the visible ones (CUDA's cudaErrorInvalidDevice; torch's lazy-init
+          # assert), as when --tensor-parallel-size exceeds CUDA_VISIBLE_DEVICES
+          r"CUDA\s+error:\s*invalid\s+device\s+ordinal|device\s*>=\s*0\s*&&\s*device\s*<\s*num_gpus",
+          kind="too_few_gpus"),
+    # Ray's autoscaler, while the engine waits for its GPU workers (a warning: an error elsewhere wins)
+    _rule("tp_not_divisible", r"The\s+following\s+resource\s+request\s+cannot\s+be\s+scheduled\s+right\s+now:\s*"
+                              r"\{[^}\n]{0,200}'GPU'", tier=1, kind="too_few_gpus"),
     _rule("max_len_over_model_limit",
           r"User-specified\s+max_model_len\s*\((?P<max_model_len>\d+)\)\s*is\s+greater\s+than\s+the\s+derived\s+"
           r"max_model_len\s*\((?:[\w.]+\s*=\s*)?(?P<derived_max_model_len>[\d.]+)"),
@@ -198,16 +225,32 @@ RULES: list[_Rule] = [
           r"Failed\s+to\s+initialize\s+NVML|Failed\s+to\s+infer\s+device\s+type|Device\s+string\s+must\s+not\s+be\s+empty|"
           r"the\s+provided\s+PTX\s+was\s+compiled\s+with\s+an\s+unsupported\s+toolchain|"
           r"CUDA\s+error:\s*(?:CUDA\s+driver\s+version\s+is\s+insufficient|no\s+CUDA-capable\s+device|"
-          r"system\s+has\s+unsupported\s+display\s+driver)|RuntimeError:\s*CUDA\s+unknown\s+error"),
+          r"system\s+has\s+unsupported\s+display\s+driver)|RuntimeError:\s*CUDA\s+unknown\s+error|"
+          # torch's and Docker's words for the same: no usable driver, no NVIDIA runtime, an image needing a newer
+          # CUDA than the driver ("nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.9")
+          r"CUDA\s+driver\s+initialization\s+failed|could\s+not\s+select\s+device\s+driver\s+\"[^\"\n]*\"\s+with\s+"
+          r"capabilities:\s*\[\[gpu\]\]|nvidia-container-cli:\s*requirement\s+error:\s*unsatisfied\s+condition:\s*"
+          r"cuda\s*>=\s*(?P<image_cuda>\d+\.\d+)"),
+    # NVSwitch systems (HGX, DGX) whose fabric manager is not running: CUDA 802 / cudaErrorSystemNotReady
+    _rule("driver_mismatch_or_no_driver", r"Error\s+802:\s*system\s+not\s+yet\s+initialized|cudaErrorSystemNotReady",
+          kind="fabric"),
     _rule("driver_mismatch_or_no_driver", r"No\s+platform\s+detected,?\s+vLLM\s+is\s+running\s+on\s+UnspecifiedPlatform",
           tier=1, kind="no_platform"),
+    # vLLM's triton_utils/importing.py at import: no Triton backend's driver is active (torch sees no CUDA device, e.g.
+    # libcuda.so.1 missing in the container). A CPU or TPU build says the same: weak, and not on those platforms.
+    _rule("driver_mismatch_or_no_driver", r"Triton\s+is\s+installed\s+but\s+0\s+active\s+driver", tier=1,
+          kind="triton"),
     _rule("shm_too_small",
           r"Insufficient\s+space\s+in\s+/dev/shm(?::?\s*(?P<shm_required_mib>\d+)\s*MiB\s+required"
           r"(?:,\s*(?P<shm_free_mib>\d+)\s*MiB\s+free)?)?"),
+    # NCCL's own shared-memory transport (its segments are /dev/shm/nccl-*), set up with the communicators
+    _rule("shm_too_small",
+          r"failed\s+to\s+extend\s+/dev/shm|creating\s+shared\s+memory\s+segment\s+(?:/dev/shm|nccl-)|"
+          r"posix_fallocate\s+failed\s*:\s*No\s+space\s+left", kind="nccl"),
+    # Ray's object store (raylet, store_runner.cc) wants more /dev/shm than the container has, before any engine
+    _rule("shm_too_small", r"System\s+memory\s+request\s+exceeds\s+memory\s+available\s+in\s+/dev/shm", kind="ray"),
     _rule("shm_too_small",
           r"No\s+space\s+left\s+on\s+device[^\n]{0,200}/dev/shm|/dev/shm[^\n]{0,200}No\s+space\s+left\s+on\s+device|"
-          r"failed\s+to\s+extend\s+/dev/shm|creating\s+shared\s+memory\s+segment\s+(?:/dev/shm|nccl-)|"
-          r"posix_fallocate\s+failed\s*:\s*No\s+space\s+left|"
           r"unable\s+to\s+(?:write\s+to\s+file|open\s+shared\s+memory\s+object)\s+</torch_[^>]*>|insufficient\s+shared\s+memory\s*\(shm\)|\bBus\s+error\b"),
     # A peer rank of a multi-node instance went away (Gloo's own words, seen on the CPU build when the
     # headless rank was killed: tests/fixtures/calibration/vllm-failures/37-*): before NCCL's rules.
@@ -216,21 +259,30 @@ RULES: list[_Rule] = [
     _rule("nccl_error",
           r"NCCL\s+error|ncclInternalError|ncclUnhandledCudaError|ncclSystemError|ncclInvalidUsage|ncclRemoteError|"
           r"ncclInvalidArgument|DistBackendError|Watchdog\s+caught\s+collective\s+operation\s+timeout|"
-          r"NCCL\s+communicator\s+was\s+aborted|ProcessGroupNCCL[^\n]{0,120}(?:timed?\s*out|Timeout)"),
+          r"NCCL\s+communicator\s+was\s+aborted|ProcessGroupNCCL[^\n]{0,120}(?:timed?\s*out|Timeout)|"
+          # torch's watchdog taking the process down after a failed or hung collective (ProcessGroupNCCL.cpp)
+          r"Some\s+NCCL\s+operations\s+have\s+failed\s+or\s+timed\s+out"),
+    # vLLM's pynccl cannot load libnccl (device_communicators/pynccl_wrapper.py, every version's wording)
+    _rule("nccl_error", r"Failed\s+to\s+load\s+NCCL\s+library\s+from", kind="library"),
     # NCCL's and vLLM's own CUDA-IPC failures between GPUs (P2P, custom all-reduce)
     _rule("nccl_error", r"Cuda\s+failure\s+'?peer\s+access\s+is\s+not\s+supported|custom_all_reduce\.cuh:\d+\s+'[^'\n]+'"),
     # The process group cannot be formed: the ranks do not reach each other (Gloo's and torch's rendezvous words,
     # e.g. across Ray nodes on an unroutable interface); filed with NCCL's as multi-GPU communication failures.
     _rule("nccl_error", r"Gloo\s+connectFullMesh\s+failed|DistNetworkError|"
-                        r"client\s+socket\s+has\s+timed\s+out\s+after\s+\d+\w*\s+while\s+trying\s+to\s+connect",
+                        r"client\s+socket\s+has\s+timed\s+out\s+after\s+\d+\w*\s+while\s+trying\s+to\s+connect|"
+          # torch's TCPStore, where the ranks meet to exchange NCCL's id: its server gave up on the others ("Timed
+          # out after 601 seconds waiting for clients. 1/4 clients joined.", TCPStore.cpp) or a wait for a key did
+          r"DistStoreError|Timed\s+out\s+after\s+\d+\s+seconds\s+waiting\s+for\s+clients",
           kind="connect"),
     _rule("nccl_error", r"NCCL\s+WARN", tier=1),
+    # rdma-core's mlx5 provider: an InfiniBand work request failed (NCCL's IB transport between GPUs or nodes)
+    _rule("nccl_error", r"mlx5:\s*[\w.-]+:\s*got\s+completion\s+with\s+error", kind="ib"),
     _rule("port_in_use",
           r"\[Errno\s+98\][^\n]*|Address\s+already\s+in\s+use[^\n]*|EADDRINUSE[^\n]*|"
           r"error\s+while\s+attempting\s+to\s+bind\s+on\s+address[^\n]*"),
     _rule("model_not_found_or_auth",
           r"is\s+not\s+a\s+local\s+folder\s+and\s+is\s+not\s+a\s+valid\s+model\s+identifier|Repository\s+Not\s+Found|"
-          r"RepositoryNotFoundError|GatedRepoError|Cannot\s+access\s+gated\s+repo|You\s+are\s+trying\s+to\s+access\s+a\s+gated\s+repo|"
+          r"RepositoryNotFoundError|EntryNotFoundError|GatedRepoError|Cannot\s+access\s+gated\s+repo|You\s+are\s+trying\s+to\s+access\s+a\s+gated\s+repo|"
           r"Access\s+to\s+model\s+\S+\s+is\s+restricted|\b40[13]\s+Client\s+Error|Invalid\s+user\s+token|"
           r"Invalid\s+repository\s+ID\s+or\s+local\s+directory|LocalEntryNotFoundError|HFValidationError|"
           r"RevisionNotFoundError|does\s+not\s+appear\s+to\s+have\s+a\s+file\s+named\s+config\.json|"
@@ -244,24 +296,37 @@ RULES: list[_Rule] = [
     _rule("model_not_supported",
           r"Model\s+architectures?\s+\[[^\]]*\]\s+(?:are|is)\s+not\s+supported|"
           r"Error\s+in\s+inspecting\s+model\s+architecture|"
-          r"model\s+type\s+`?(?P<model_type>[\w.-]+)`?\s+but\s+Transformers\s+does\s+not\s+recognize\s+this\s+architecture|"
+          # transformers' AutoConfig (backticks in its source; quoted or bare where a log was retyped)
+          r"model\s+type\s+[`'\"]?(?P<model_type>[\w.-]+)[`'\"]?\s+but\s+Transformers\s+does\s+not\s+recognize\s+"
+          r"this\s+architecture|"
           r"Tokenizer\s+class\s+\S+\s+does\s+not\s+exist\s+or\s+is\s+not\s+currently\s+imported|"
           r"Unrecognized\s+configuration\s+class|"
           # vLLM's registry could not import the model's class (its subprocess error is logged above)
           r"Model\s+architectures?\s+\[[^\]]*\]\s+failed\s+to\s+be\s+inspected|"
           # no vLLM model and the Transformers fallback cannot run it (model_loader/utils.py)
-          r"has\s+no\s+vLLM\s+implementation\s+and\s+the\s+Transformers\s+implementation\s+is\s+not\s+compatible"),
+          r"has\s+no\s+vLLM\s+implementation\s+and\s+the\s+Transformers\s+implementation\s+is\s+not\s+compatible|"
+          # the registry's Transformers fallback finds no class either, or one vLLM cannot run
+          # (model_executor/models/registry.py, _try_resolve_transformers)
+          r"Cannot\s+find\s+model\s+module\.?\s+'?\w+'?\s+is\s+not\s+a\s+registered\s+model|"
+          r"The\s+Transformers\s+implementation\s+of\s+'?\w+'?\s+is\s+not\s+compatible\s+with\s+vLLM"),
+    # an architecture this vLLM dropped (registry.py, _raise_for_unsupported): an older vLLM runs it
+    _rule("model_not_supported", r"Model\s+architecture\s+\w+\s+was\s+supported\s+in\s+vLLM\s+until\s+"
+                                 r"v?(?P<last_version>\d+(?:\.\d+)*)", kind="dropped"),
     # a transformers too old for the model type: CONFIG_MAPPING[model_type] raises KeyError('<type>')
     _rule("model_not_supported",
           r"configuration_auto\.py\",?\s+line\s+\d+,\s+in\s+__getitem__[\s\S]{0,300}?KeyError:\s*'(?P<model_type>[\w.-]+)'"),
     _rule("trust_remote_code_required",
           r"contains\s+custom\s+code\s+which\s+must\s+be\s+executed|"
-          r"(?:Please\s+pass|passing)\s+the\s+argument\s+`?trust_remote_code=True`?|"
-          r"requires\s+you\s+to\s+execute\s+the\s+(?:configuration|modeling|tokenizer)\s+file|"
+          r"(?:Please\s+pass|passing)\s+the\s+argument\s+[`'‘]?trust_remote_code=True|"
+          # transformers names the auto class's file: configuration, modeling, tokenizer, feature extractor, image
+          # processor, processor ("Loading X requires you to execute the ... file in that repo")
+          r"requires\s+you\s+to\s+execute\s+the\s+[a-z\s]{1,40}?file\b|"
           r"requires\s+you\s+to\s+execute\s+(?:execute\s+)?some\s+code\s+in\s+that\s+repo|"
           # vLLM's own wrapper of the transformers error (transformers_utils/config.py)
-          r"consider\s+setting\s+`?trust_remote_code=True`?|"
-          r"set\s+the\s+option\s+`?trust_remote_code=True`?"),
+          r"consider\s+setting\s+[`'‘]?trust_remote_code=True|"
+          r"set\s+the\s+option\s+[`'‘]?trust_remote_code=True|"
+          # the ValueError transformers raises there, its message cut (dynamic_module_utils.py)
+          r"in\s+resolve_trust_remote_code\s[\s\S]{0,300}?\bValueError:"),
     _rule("unsupported_dtype_or_gpu",
           r"Bfloat16\s+is\s+only\s+supported\s+on\s+GPUs\s+with\s+compute\s+capability\s+of\s+at\s+least\s+8\.0"
           r"(?:\.\s*Your\s+(?P<gpu_name>[^\n]+?)\s+GPU\s+has\s+compute\s+capability\s+(?P<compute_capability>[\d.]+))?"),
@@ -275,14 +340,32 @@ RULES: list[_Rule] = [
           r"\b\w+\s+is\s+not\s+supported\s+for\s+quantization\s+method|"
           r"(?:dtype|data\s+type)\s+\S+\s+is\s+not\s+supported\s+(?:on|by|for)\s+(?:this|the\s+current)\s+(?:GPU|device|platform)"),
     _rule("unsupported_dtype_or_gpu", r"_check_if_gpu_supports_dtype|check_if_supports_dtype", tier=1, kind="frame"),
+    # a Triton kernel's block needs more shared memory than this GPU has (triton's OutOfResources), at its first
+    # launch: "out of resource: shared memory, Required: 102400, Hardware limit: 101376"
+    _rule("unsupported_dtype_or_gpu", r"out\s+of\s+resource:\s*shared\s+memory,\s*Required:\s*(?P<smem_required>\d+),?"
+                                      r"\s*Hardware\s+limit:\s*(?P<smem_limit>\d+)", kind="smem"),
+    # the attention-backend selector's reason when the GPU itself is the limit (platforms/cuda.py)
+    _rule("unsupported_dtype_or_gpu", r"(?:is\s+not\s+valid\s+for\s+this\s+configuration|No\s+valid\s+attention\s+"
+                                      r"backend\s+found)[^\n]{0,400}?compute\s+capability\s+not\s+supported"),
     # A combination of arguments one of vLLM's config classes refuses at start, in pydantic's words
     # ("1 validation error for SchedulerConfig / Value error, max_num_batched_tokens (4) must be greater
     # than or equal to max_num_seqs (8)."), or as a bare ValueError from the same check. Weak: a
     # category above that names the same refusal more precisely (max_len_over_model_limit) wins.
     _rule("config_rejected",
           r"validation\s+error\s+for\s+(?P<config>\w*Config)\s+(?:[\w.]+\s+)?Value\s+error,\s*(?P<message>[^\n\[]+)", tier=1),
+    # vLLM's argument parser (argparse: "vllm: error: unrecognized arguments: --temperature 0.8", "vllm serve: error:
+    # argument --dtype: invalid choice: ...", "api_server.py: error: the following arguments are required: ...")
+    _rule("config_rejected", r"(?m)^(?:vllm(?:\s+serve)?|api_server\.py|[\w.-]{1,40}\.py):\s+error:\s+(?P<message>"
+                             r"(?:unrecognized\s+arguments|argument\s|the\s+following\s+arguments)[^\n]{0,300})",
+          kind="argparse"),
     _rule("config_rejected",
           r"ValueError:\s*(?P<message>(?:max_num_batched_tokens|max_num_seqs|max_num_active_seqs)\s*\(\d+\)[^\n]+)", tier=1),
+    # V1's attention-backend selector (platforms/cuda.py) refuses a forced backend, or finds none, for this model
+    # and its flags: "Selected backend AttentionBackendEnum.FLASHINFER is not valid for this configuration.
+    # Reason: ['kv_cache_dtype not supported']"; "No valid attention backend found for cuda with ... Reasons: {...}"
+    _rule("config_rejected", r"Selected\s+backend\s+(?P<config>[\w.]+)\s+is\s+not\s+valid\s+for\s+this\s+"
+                             r"configuration\.\s*Reason:\s*(?P<message>\[[^\]\n]{1,300}\])|"
+                             r"No\s+valid\s+attention\s+backend\s+found", tier=1, kind="backend"),
 ]
 
 
@@ -429,6 +512,17 @@ def _fix_max_len_over_model_limit(f: dict, where: str, kind: str) -> tuple[str, 
 
 def _fix_driver_mismatch_or_no_driver(f: dict, where: str, kind: str) -> tuple[str, str]:
     """No GPU visible, or a driver missing, mismatched or too old."""
+    if kind == "fabric":
+        return ("CUDA cannot start on this NVSwitch system: the fabric manager is not running (Error 802, system "
+                "not yet initialized)",
+                "Install and start nvidia-fabricmanager at exactly the driver's version (systemctl enable --now "
+                "nvidia-fabricmanager), then check `nvidia-smi -q` shows the fabric state Completed.")
+    if kind == "triton":
+        return ("No CUDA driver is active for this process (Triton found none at vLLM's import): the driver "
+                "library (libcuda.so.1) or the GPUs are not visible to it",
+                "In a container: run it with the NVIDIA runtime and GPU access (docker run --gpus all; the NVIDIA "
+                "container toolkit mounts libcuda.so.1), and do not override LD_LIBRARY_PATH past it; on the host "
+                "check `nvidia-smi` and that python -c 'import torch; print(torch.cuda.is_available())' is True.")
     if kind == "no_platform":
         summary = "vLLM found no GPU platform (no CUDA device visible: container without GPUs or no driver)"
     else:
@@ -436,6 +530,8 @@ def _fix_driver_mismatch_or_no_driver(f: dict, where: str, kind: str) -> tuple[s
     if f.get("driver_cuda"):
         v = int(f["driver_cuda"])
         summary += f"; the driver supports CUDA up to {v // 1000}.{(v % 1000) // 10}"
+    if f.get("image_cuda"):
+        summary += f"; the image needs CUDA >= {_fmt(f['image_cuda'])}"
     return summary, ("In a container: run with GPU access (docker run --gpus all / Compose device reservation, "
                      "NVIDIA container toolkit installed and configured). On the host: check `nvidia-smi`; "
                      "after a driver upgrade reboot (driver/library mismatch); a driver too old for the "
@@ -469,6 +565,13 @@ def _fix_nccl_error(f: dict, where: str, kind: str) -> tuple[str, str]:
                     "make every rank reach the others on one routable interface: set GLOO_SOCKET_IFNAME and "
                     "NCCL_SOCKET_IFNAME to it (and VLLM_HOST_IP per node), open the ports between the nodes "
                     "(firewall, security groups) and check each node resolves its own hostname to that address"),
+        "library": ("vLLM could not load the NCCL library (libnccl) for its own communicator (pynccl)",
+                    "install the NCCL the torch wheel pins (pip's nvidia-nccl-cu12, in the same venv) or point "
+                    "VLLM_NCCL_SO_PATH at a working libnccl.so.2; a library for another CUDA or CPU architecture "
+                    "fails the same way"),
+        "ib": ("NCCL's InfiniBand transport failed: the mlx5 adapter reported a work completion error",
+               "check the IB fabric and ports (ibstat, ibv_devinfo, the switch), NCCL_IB_HCA / NCCL_IB_GID_INDEX "
+               "for RoCE, or set NCCL_IB_DISABLE=1 to fall back to sockets while the fabric is fixed"),
         "system": ("NCCL failed in a system call (ncclSystemError / 'unhandled system error')",
                    "in a container this is most often /dev/shm: run it with --ipc=host or a large --shm-size "
                    "(Kubernetes: an emptyDir with medium: Memory on /dev/shm) and clear stale /dev/shm/nccl-* "
@@ -495,6 +598,10 @@ def _fix_cuda_oom(f: dict, where: str, kind: str) -> tuple[str, str]:
 
 def _fix_model_not_supported(f: dict, where: str, kind: str) -> tuple[str, str]:
     """An architecture this vLLM cannot load."""
+    if kind == "dropped":
+        last = f" (the last was v{f['last_version']})" if f.get("last_version") else ""
+        return ("This vLLM no longer supports the model's architecture",
+                f"Run the model on an older vLLM that still supports it{last}, or move to a model vLLM supports now.")
     mt = f.get("model_type")
     return ((f"This vLLM/transformers cannot load model type '{mt}'" if mt else
              "This vLLM cannot load the model's architecture (not supported, or its model registry failed)"),
@@ -540,6 +647,12 @@ def _fix_trust_remote_code_required(f: dict, where: str, kind: str) -> tuple[str
 
 def _fix_unsupported_dtype_or_gpu(f: dict, where: str, kind: str) -> tuple[str, str]:
     """A dtype or kernel this GPU does not support."""
+    if kind == "smem":
+        return (f"A Triton kernel needs {f.get('smem_required')} bytes of shared memory per block; this GPU has "
+                f"{f.get('smem_limit')}",
+                "Avoid that kernel on this GPU: --kv-cache-dtype auto (the fp8 KV kernels ask the most) or another "
+                "--attention-backend, or a vLLM whose kernel configs cover this GPU (consumer Blackwell/Ada have "
+                "~100 KiB per block).")
     cc = f.get("compute_capability")
     summary = "The GPU does not support the requested dtype/kernel" + (f" (compute capability {cc})" if cc else "")
     return summary, ("For bfloat16 on GPUs below compute capability 8.0 (V100, T4, 20xx) use --dtype half; "
@@ -550,6 +663,16 @@ def _fix_unsupported_dtype_or_gpu(f: dict, where: str, kind: str) -> tuple[str, 
 def _fix_config_rejected(f: dict, where: str, kind: str) -> tuple[str, str]:
     """vLLM refused the combination of flags at start."""
     where = f" ({f['config']})" if f.get("config") else ""
+    if kind == "backend":
+        return ((f"The attention backend {f['config']} refuses this model and its flags: {f.get('message', '')}"
+                 if f.get("config") else "No attention backend of this vLLM accepts the model and its flags"),
+                "Drop --attention-backend (or VLLM_ATTENTION_BACKEND) so vLLM picks one, or the flag the reason "
+                "names (--kv-cache-dtype auto for 'kv_cache_dtype not supported'); a newer vLLM may add the support.")
+    if kind == "argparse":
+        return (f"vLLM's command line was refused: {f.get('message', '')}",
+                "Drop or correct that flag (`vllm serve --help` lists this version's): a sampling parameter is not "
+                "a server flag, and a flag of a newer vLLM or of a plugin not installed at a matching version "
+                "(vllm-omni) is refused.")
     return (f"vLLM refused its configuration{where}: {f.get('message', '').rstrip('.')}",
             "Change the flags the message names (vLLM checks this combination at start; the planner does not "
             "model it), e.g. max_num_batched_tokens at least max_num_seqs and, without chunked prefill, "
@@ -593,21 +716,36 @@ _MILESTONES = [
         re.I)),
     ("weights_loaded", "profile_run", "medium", re.compile(
         r"Loading\s+model\s+weights\s+took|Model\s+loading\s+took|Loading\s+weights\s+took", re.I)),
-    ("profiling", "profile_run", "medium", re.compile(r"Starting\s+profile\s+run|torch\.compile\s+takes", re.I)),
+    # V1 compiles the model in its profiling run's first forward (compilation/backends.py: "Dynamo bytecode
+    # transform time", "Compiling a graph for dynamic shape takes", "torch.compile takes|took ... in total"); from
+    # 0.20 it then profiles the CUDA graphs' memory ("Initial profiling/warmup run took", "Profiling CUDA graph
+    # memory: PIECEWISE=51, FULL=35")
+    ("profiling", "profile_run", "medium", re.compile(
+        r"Starting\s+profile\s+run|torch\.compile\s+t(?:akes|ook)|Dynamo\s+bytecode\s+transform\s+time|"
+        r"Initial\s+profiling/warmup\s+run\s+took|Profiling\s+CUDA\s+graph\s+memory|"
+        # V1's profile_run of a multi-modal model sizes its encoder cache first (gpu_model_runner.py)
+        r"Compiling\s+a\s+graph\s+for\s+(?:dynamic|general)\s+shape|Encoder\s+cache\s+will\s+be\s+initialized", re.I)),
     ("memory_profiled", "kv_cache_allocation", "medium", re.compile(
         r"Memory\s+profiling\s+(?:takes|results)|the\s+current\s+vLLM\s+instance\s+can\s+use|"
-        r"the\s+rest\s+of\s+the\s+memory\s+reserved\s+for\s+KV\s+Cache|Available\s+KV\s+cache\s+memory", re.I)),
+        r"the\s+rest\s+of\s+the\s+memory\s+reserved\s+for\s+KV\s+Cache|Available\s+KV\s+cache\s+memory|"
+        r"Estimated\s+CUDA\s+graph\s+memory", re.I)),
     # After the cache is sized the next steps are allocation, graph capture and the sampler warm-up: a guess.
     ("kv_cache_allocated", "graph_capture", "low", re.compile(
-        r"#?\s*GPU\s+blocks:\s*\d|GPU\s+KV\s+cache\s+size:|Maximum\s+concurrency\s+for", re.I)),
+        _BLOCKS + r"\s*\d|GPU\s+KV\s+cache\s+size:|Maximum\s+concurrency\s+for", re.I)),
     ("capturing_cuda_graphs", "graph_capture", "medium", re.compile(
         r"Capturing\s+(?:the\s+model\s+for\s+)?CUDA\s+graphs?|Capturing\s+cudagraphs|Capturing\s+CUDA\s+graph\s+shapes|"
         r"CUDA\s+graphs\s+can\s+take\s+additional|Registering\s+\d+\s+cuda\s+graph\s+addresses", re.I)),
-    ("cuda_graphs_captured", "sampler_warmup", "low", re.compile(r"Graph\s+capturing\s+finished", re.I)),
+    # after capture: V0/V1 "Graph capturing finished in", 0.20+ "CUDA graph pool memory: N GiB (actual)" and the
+    # worker's "Actual usage is ... GiB for CUDAGraph memory" (gpu_worker.py)
+    ("cuda_graphs_captured", "sampler_warmup", "low", re.compile(
+        r"Graph\s+capturing\s+finished|CUDA\s+graph\s+pool\s+memory:|GiB\s+for\s+CUDAGraph\s+memory", re.I)),
     ("engine_ready", "serving", "medium", re.compile(
         r"init\s+engine\s+\(profile,\s+create\s+kv\s+cache,\s+warmup\s+model\)\s+took", re.I)),
     ("serving", "serving", "medium", re.compile(
-        r"Application\s+startup\s+complete|Uvicorn\s+running\s+on|Starting\s+vLLM\s+API\s+server|Available\s+routes\s+are|Added\s+request|Received\s+request|"
+        # the API server starts once the engine is up (uvicorn: "Started server process", then application startup)
+        r"Application\s+startup\s+complete|Uvicorn\s+running\s+on|Starting\s+vLLM\s+API\s+server|"
+        r"Available\s+routes\s+are|"
+        r"Started\s+server\s+process|Waiting\s+for\s+application\s+startup|Added\s+request|Received\s+request|"
         r"\"(?:POST|GET)\s+/v1/|Avg\s+prompt\s+throughput|Processed\s+prompts:\s*\d|"
         # request logs and V0's scheduler stats: requests were being served
         r"Finished\s+request|Aborted\s+request|Running:\s*\d+\s+reqs|\"POST\s+/(?:generate|invocations|pooling|score)\b",
@@ -616,7 +754,7 @@ _MILESTONES = [
 # Traceback frames, most specific first: capture and profiling tracebacks share _dummy_run and model
 # forward frames, a profiling run calls execute_model, and V1 wraps all start-up in _initialize_kv_caches.
 _FRAME_PHASES = [
-    ("sampler_warmup", re.compile(r"_dummy_sampler_run|warming\s+up\s+sampler", re.I)),
+    ("sampler_warmup", re.compile(r"_dummy_sampler_run|_dummy_pooler_run|" + _WARMING_UP, re.I)),
     ("graph_capture", re.compile(r"capture_model|_capture_cudagraphs|_warmup_and_capture|capture_end|capture_begin|"
                                  r"torch\.cuda\.graph\(|CUDAGraph", re.I)),
     ("profile_run", re.compile(r"profile_run|determine_available_memory|determine_num_available_blocks|"
@@ -626,13 +764,20 @@ _FRAME_PHASES = [
                                        r"check_enough_kv_cache_memory|raise_if_cache_size_invalid|initialize_from_config",
                                        re.I)),
     ("model_loading", re.compile(r"\bload_model\b|load_weights|model_loader|weight_loader|initialize_model|"
+                                 r"process_weights_after_loading|"
                                  r"\bget_model\b|create_weights|make_layers|safetensors_weights_iterator", re.I)),
     ("graph_capture", re.compile(r"compile_or_warm_up_model|_warm_up_model", re.I)),
-    ("serving", re.compile(r"execute_model|run_busy_loop|engine_step|step_with_batch_queue|_process_input_queue|"
+    # (uvicorn's run_asgi and V0 AsyncLLMEngine's generate path handle a request)
+    ("serving", re.compile(r"run_asgi|async_llm_engine\.py\",?\s+line\s+\d+,\s+in\s+(?:generate|_process_request)|"
+                           r"execute_model|run_busy_loop|engine_step|step_with_batch_queue|_process_input_queue|"
                            r"run_engine_loop|_process_engine_step|start_worker_execution_loop|output_handler|step_async",
                            re.I)),
     ("init", re.compile(r"\binit_device\b|\binit_model\b|init_worker_distributed_environment|_init_distributed_environment|"
                         r"initialize_model_parallel|init_distributed_environment|ncclCommInitRank|"
+                        # vLLM's communicators are built with the process groups, at worker start (V0 0.4's
+                        # init_custom_ar; GroupCoordinator's PyNccl/CustomAllreduce/CudaCommunicator.__init__)
+                        r"ensure_model_parallel_initialized|init_world_group|init_model_parallel_group|init_custom_ar|"
+                        r"device_communicators/\w+\.py\",?\s+line\s+\d+,\s+in\s+__init__|"
                         r"create_engine_config|verify_with_parallel_config|resolve_trust_remote_code|make_arg_parser|"
                         r"\bget_config\b|get_open_port|run_server|temp_socket\.bind", re.I)),
 ]
@@ -642,7 +787,8 @@ _FRAME_LINE_RE = re.compile(r'^[ \t]*File\s+"[^"\n]*",\s+line\s+\d+,\s+in\s+\S+|
                             # the worker method a distributed call failed in, in vLLM's own words (V0 and V1
                             # workers: "Error executing method init_device. This might cause deadlock ...",
                             # "Exception in worker VllmWorkerProcess while processing method load_model.")
-                            r'(?:Error\s+executing\s+method|while\s+processing\s+method)\s+\w+', re.M)
+                            # (quoted since vLLM wrote {method!r}: "Error executing method 'init_device'.")
+                            r'(?:Error\s+executing\s+method|while\s+processing\s+method)\s+[\'"]?\w+', re.M)
 # Where a category itself says the phase (vLLM raises these at one point of start-up).
 _CATEGORY_PHASES = {
     "kv_cache_too_small": "kv_cache_allocation", "no_kv_memory": "kv_cache_allocation",
@@ -663,7 +809,7 @@ _OOM_CATEGORY = {
 _CONTEXT_FIGURES = [
     ("weights_gib", re.compile(r"(?:Loading\s+model\s+weights\s+took|Model\s+loading\s+took|Loading\s+weights\s+took)\s+"
                                r"([\d.]+)\s*(?:GiB|GB)", re.I)),
-    ("gpu_blocks", re.compile(r"GPU\s+blocks:\s*(\d+)", re.I)),
+    ("gpu_blocks", re.compile(_BLOCKS + r"\s*(\d+)", re.I)),
     ("kv_tokens", re.compile(r"GPU\s+KV\s+cache\s+size:\s*([\d,]+)\s*tokens", re.I)),
     ("kv_available_gib", re.compile(r"Available\s+KV\s+cache\s+memory:\s*(-?[\d.]+)\s*GiB|kv_cache_size=(-?[\d.]+)\s*GiB|"
                                     r"the\s+rest\s+of\s+the\s+memory\s+reserved\s+for\s+KV\s+Cache\s+is\s+(-?[\d.]+)\s*GiB", re.I)),
@@ -693,6 +839,10 @@ _EXCEPTION_LINE_RE = re.compile(r"^\s*(?:[\w.]+\.)?(?:[A-Z]\w*(?:Error|Exception
                                 r"^\s*(?:Value|Runtime|Assertion|Type|Key|OS|Import|Attribute)\s+error,.*$", re.M)
 _WRAPPER_RE = re.compile(r"Engine\s+core\s+initialization\s+failed|Engine\s+process\s+failed\s+to\s+start|"
                          r"EngineDeadError|is\s+already\s+dead|\bdied\b|Worker\s+failed|Traceback|During\s+handling", re.I)
+
+
+# Figures a rule reads as text, not as a number (a version keeps its dots).
+_TEXT_FIGURES = ("gpu_name", "quantization", "model_type", "peer", "config", "message", "last_version")
 
 
 def _gib(value: str, unit: str | None) -> float:
@@ -735,10 +885,11 @@ def _line_at(text: str, start: int, end: int) -> str:
 # so a huge log without any is not scanned by every pattern.
 _MILESTONE_HINTS = {
     "engine_configured": ("initializing", "world size"),
-    "loading_weights": ("load", "shards", "weights"), "weights_loaded": ("took",), "profiling": ("profile", "compile"),
-    "memory_profiled": ("profiling", "instance", "reserved", "available"),
+    "loading_weights": ("load", "shards", "weights"), "weights_loaded": ("took",),
+    "profiling": ("profil", "compil", "dynamo", "encoder"),
+    "memory_profiled": ("profiling", "instance", "reserved", "available", "estimated"),
     "kv_cache_allocated": ("blocks", "size:", "concurrency"), "capturing_cuda_graphs": ("captur", "graph"),
-    "cuda_graphs_captured": ("capturing",), "engine_ready": ("engine",),
+    "cuda_graphs_captured": ("capturing", "graph pool", "cudagraph memory"), "engine_ready": ("engine",),
     "serving": ("startup", "uvicorn", "server", "routes", "request", "/v1/", "throughput", "prompts", "reqs", "post /"),
 }
 
@@ -749,7 +900,12 @@ def _milestones(text: str) -> list[tuple[int, str, str, str]]:
     return sorted((m.start(), name, phase, confidence)
                   for name, phase, confidence, pattern in _MILESTONES
                   if any(hint in low for hint in _MILESTONE_HINTS[name])
-                  for m in pattern.finditer(text))
+                  for m in pattern.finditer(text) if text[m.start() - 1: m.start()] not in _QUOTES)
+
+
+# A milestone's words right after a quote are vLLM's source (logger.info("Loading model weights took ...") quoted
+# in a notebook's traceback), not its log line.
+_QUOTES = ("\"", "'")
 
 
 def _milestone_before(milestones: list, pos: int) -> tuple[str, str | None, str, int]:
@@ -759,6 +915,19 @@ def _milestone_before(milestones: list, pos: int) -> tuple[str, str | None, str,
         return "none", None, "none", -1
     start, name, phase, confidence = before[-1]
     return name, phase, confidence, start
+
+
+# An error line this near the top of a log has no start-up before it: the start-up lines just after it say where.
+_PASTED_FIRST = 500
+_PASTED_AFTER = 3000
+
+
+def _milestone_after(text: str, end: int, milestones: list):
+    """The last milestone shortly after an error that heads the log, with no other error line between them."""
+    after = [m for m in milestones if end < m[0] < end + _PASTED_AFTER]
+    if not after or _EXCEPTION_LINE_RE.search(text, end, after[-1][0]):
+        return None
+    return after[-1]
 
 
 def _frames_near(text: str, pos: int, end: int) -> tuple[str | None, str | None, str]:
@@ -784,9 +953,18 @@ _EAGER_RE = re.compile(r"\benforce_eager\s*=\s*True\b|'enforce_eager':\s*True\b|
 # Engine loop is not running"), V0's AsyncLLMEngine background loop (its done-callback _log_task_completion,
 # "Engine background task failed", AsyncEngineDeadError) and V1's EngineDeadError ("EngineCore encountered an
 # issue"); start-up failures say "Engine process failed to start" / "Engine core initialization failed" instead.
+# V1's EngineCore logs "EngineCore encountered a fatal error." when its busy loop fails ("EngineCore failed to
+# start." before), after dumping the step it ran (logging_utils/dump_input.py: "Dumping input data for V1 LLM engine",
+# "Dumping scheduler output for model execution", "Dumping scheduler stats").
 _ENGINE_LOOP_DEAD_RE = re.compile(r"Engine\s+loop\s+is\s+not\s+running|MQEngineDeadError|_log_task_completion|"
                                   r"Engine\s+background\s+task\s+failed|AsyncEngineDeadError|EngineDeadError|"
-                                  r"EngineCore\s+encountered\s+an\s+issue", re.I)
+                                  # V0's run_engine_loop: a step hung past ENGINE_ITERATION_TIMEOUT_S
+                                  r"Engine\s+iteration\s+timed\s+out|"
+                                  # V0's MQLLMEngine.start() logs its loop's error as repr(e) (start-up errors are
+                                  # logged as str(e) by run_mp_engine): the model-execution wrapper's, repr'd
+                                  r"(?:Error|Exception)\(['\"]Error\s+in\s+model\s+execution\s+\(input\s+dumped|"
+                                  r"EngineCore\s+encountered\s+(?:an\s+issue|a\s+fatal\s+error)|"
+                                  r"Dumping\s+(?:input\s+data\s+for\s+V1|scheduler\s+(?:output|stats))", re.I)
 
 
 def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones: list) -> dict:
@@ -794,7 +972,7 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
     reached, after, milestone_confidence, milestone_pos = _milestone_before(milestones, pos)
     out = {"phase_reached": reached, "phase": "unknown", "phase_confidence": "none", "phase_evidence": None}
     # V1 re-raises a torch OOM in the sampler warm-up as its own message, printed after the torch one
-    sampler = re.search(r"warming\s+up\s+sampler", text[pos: pos + 4000], re.I) if category == "cuda_oom" else None
+    sampler = re.search(_WARMING_UP, text[pos: pos + 4000], re.I) if category == "cuda_oom" else None
     if kind == "sampler" or sampler:
         a, b = (pos, end) if kind == "sampler" else (pos + sampler.start(), pos + sampler.end())
         out.update(phase="sampler_warmup", phase_confidence="high", phase_evidence=_line_at(text, a, b))
@@ -803,7 +981,7 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         phase = "profile_run" if re.match(r"Error\s+in\s+memory\s+profiling", text[pos:end], re.I) else "init"
         out.update(phase=phase, phase_confidence="high", phase_evidence=_line_at(text, pos, end))
         return out
-    if category in _CATEGORY_PHASES:
+    if category in _CATEGORY_PHASES and kind != "backend":
         out.update(phase=_CATEGORY_PHASES[category], phase_confidence="high", phase_evidence=_line_at(text, pos, end))
         return out
     phase, frame, confidence = _frames_near(text, pos, end)
@@ -821,26 +999,61 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
     elif after:
         out.update(phase=after, phase_confidence=milestone_confidence,
                    phase_evidence=_line_at(text, milestone_pos, milestone_pos + 1))
+    elif pos < _PASTED_FIRST and _milestone_after(text, end, milestones):
+        # the error line heads the excerpt and start-up lines follow it: pasted first, or Ray printing its workers'
+        # deduplicated lines late ("[repeated 7x across cluster]")
+        start, _, phase, _ = _milestone_after(text, end, milestones)
+        out.update(phase=phase, phase_confidence="low", phase_evidence=_line_at(text, start, start + 1))
     elif re.search(r"Waiting\s+for\s+application\s+shutdown|Application\s+shutdown\s+complete|"
                    r"output_handler\s+failed", text[end:end + 4000], re.I):
         # the API server only starts (and so only shuts down) after the engine finished starting up
         out.update(phase="serving", phase_confidence="medium",
                    phase_evidence=_line_at(text, end, end + 1))
+    elif category == "config_rejected" and kind == "backend":
+        # V1 picks the attention backend when the model's attention layers are built (Attention.__init__)
+        out.update(phase="model_loading", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
     elif category == "nccl_error" and kind == "connect":
         # the ranks meet once, when the process group is formed at worker start
         out.update(phase="init", phase_confidence="high", phase_evidence=_line_at(text, pos, end))
-    elif category == "nccl_error" and kind != "timeout":
-        # no frame and no milestone: NCCL's communicators are created and warmed up with a first all-reduce at
-        # worker start (init_device), where most NCCL errors surface; a hang (watchdog timeout) comes later
+    elif category == "nccl_error" and kind == "timeout" and _late_collective(text, pos, end):
+        # the watchdog names the collective's sequence number: start-up runs some thousands, serving millions
+        out.update(phase="serving", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
+    elif (category == "nccl_error" and kind != "timeout") or (category == "shm_too_small" and kind in ("nccl", "ray")):
+        # no frame and no milestone: NCCL's communicators (and their /dev/shm segments) are created and warmed up
+        # with a first all-reduce at worker start (init_device), where most NCCL errors surface; a hang comes later
         out.update(phase="init", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
     elif category == "unsupported_dtype_or_gpu" and kind == "kernel":
         # a torch build without this GPU's architecture fails at its first kernel, at device init; a vLLM build
         # without it fails later, at its own first kernel (profiling), where frames or milestones say so
         out.update(phase="init", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
-    elif category in ("unsupported_dtype_or_gpu", "port_in_use", "driver_mismatch_or_no_driver") and kind != "kernel":
+    elif category in ("unsupported_dtype_or_gpu", "port_in_use", "driver_mismatch_or_no_driver") and \
+            kind not in ("kernel", "smem"):
         # raised while the engine is configured, finds its GPUs or binds its port, before any weight is loaded
         out.update(phase="init", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
     return out
+
+
+# torch's watchdog: "WorkNCCL(SeqNum=4967570, OpType=ALLREDUCE, ...)". Start-up (profiling run, graph capture of
+# every batch size, two all-reduces a layer) stays in the tens of thousands even for deep models at TP 8.
+_SEQNUM_RE = re.compile(r"SeqNum=(\d{1,12})\b")
+_SERVING_SEQNUM = 100_000
+
+
+def _late_collective(text: str, pos: int, end: int) -> bool:
+    m = _SEQNUM_RE.search(text, pos, end + 300)
+    return bool(m) and int(m.group(1)) >= _SERVING_SEQNUM
+
+
+def _shared_gpu(summary: str, fix: str, f: dict) -> tuple[str, str]:
+    """torch's OOM message lists every process holding the GPU ("Process 4057874 has 20.04 GiB memory in use.
+    Process 4060801 has 26.40 GiB ..."): with more than one, another process shares it, which no flag of this
+    instance frees."""
+    held = f.get("gpu_processes_gib")
+    if not held:
+        return summary, fix
+    return (summary + f"; {len(held)} processes hold this GPU ({' + '.join(_fmt(g) for g in held)} GiB)",
+            "another process shares this GPU: stop it or give each instance its own GPU (nvidia-smi names them), "
+            "or split the memory with a lower --gpu-memory-utilization per instance; then " + fix[:1].lower() + fix[1:])
 
 
 def _fmt(x) -> str:
@@ -855,6 +1068,11 @@ def _fix(category: str, f: dict, where: str = "", kind: str = "") -> tuple[str, 
     """(summary, fix) with the figures filled in; nothing for a category without a fix."""
     fix = _FIXES.get(category)
     return fix(f, where, kind) if fix else ("", "")
+
+
+# vLLM on another platform than CUDA (CPU, TPU, XPU, ROCm builds), where Triton finding no CUDA driver is normal
+_NOT_CUDA_RE = re.compile(r"Automatically\s+detected\s+platform\s+(?!cuda\b)\w+|TPU\s+info:|cpu_worker\.py|CPUWorker|"
+                          r"doesn't\s+include\s+CPU\s+backend|Pin\s+memory\s+is\s+not\s+supported\s+on\s+CPU", re.I)
 
 
 def diagnose(text) -> Diagnosis:
@@ -877,7 +1095,7 @@ def _diagnose(text) -> Diagnosis:
     matches = []
     for order, rule in enumerate(RULES):
         m = rule.pattern.search(norm)
-        if m:
+        if m and not (rule.kind == "triton" and _NOT_CUDA_RE.search(norm)):
             matches.append((rule.tier, m.start(), order, rule, m))
     strong = sorted((x for x in matches if x[0] == 2), key=lambda x: (x[1], x[2]))
     weak = sorted((x for x in matches if x[0] == 1), key=lambda x: (-x[1], x[2]))
@@ -898,12 +1116,11 @@ def _diagnose(text) -> Diagnosis:
     figures = _context_figures(norm, pos)
     figures.update({k: _num(v) for k, v in m.groupdict().items()
                     if v is not None and re.fullmatch(r"-?[\d.,]+", v) and _num(v) is not None})
-    figures.update({k: v.strip() for k, v in m.groupdict().items()
-                    if v is not None and k in ("gpu_name", "quantization", "model_type", "peer", "config", "message")})
+    figures.update({k: v.strip() for k, v in m.groupdict().items() if v is not None and k in _TEXT_FIGURES})
     category, where, kind = rule.category, "", rule.kind
     if category == "unsupported_dtype_or_gpu" and re.search(r"no\s+kernel\s+image", m.group(0), re.I):
         kind = "kernel"
-    if category == "nccl_error" and kind != "connect":
+    if category == "nccl_error" and kind not in ("connect", "library", "ib"):
         kind = _nccl_kind(norm[max(0, pos - 2000): pos + 3000])
     loc = _locate(norm, pos, m.end(), category, kind, milestones)
     if category == "cuda_oom":
@@ -925,6 +1142,9 @@ def _diagnose(text) -> Diagnosis:
         other = _OTHER_PROCESS_RE.search(tail)
         if other:
             figures["process_memory_gib"] = _gib(other.group(2), other.group(3))
+        shared = [_gib(p.group(2), p.group(3)) for p in _OTHER_PROCESS_RE.finditer(tail)]
+        if len(shared) > 1:
+            figures["gpu_processes_gib"] = shared
         category, where = _OOM_CATEGORY.get(loc["phase"], ("cuda_oom", ""))
     if category == "port_in_use":
         port = (re.search(r"\(\s*'[^']*',\s*(\d+)\)|addr='?tcp://[^'\s]*:(\d+)|port:\s*(\d+)|:(\d{2,5})\b", m.group(0)))
@@ -936,7 +1156,7 @@ def _diagnose(text) -> Diagnosis:
         for key in ("free_gib", "initial_free_gib"):  # old V0 wording printed bytes
             if isinstance(figures.get(key), (int, float)) and figures[key] > 1e6:
                 figures[key] = round(figures[key] / 1024 ** 3, 3)
-    summary, fix = _fix(category, figures, where, kind)
+    summary, fix = _shared_gpu(*_fix(category, figures, where, kind), figures)
     fix = fix[:1].upper() + fix[1:]
     confidence = "high" if tier == 2 else "medium"
     if category == "shm_too_small" and re.match(r"Bus\s+error", m.group(0), re.I):
@@ -967,25 +1187,46 @@ def _registry_error(text, norm: str):
     return (1, pos, len(RULES), _REGISTRY_RULE, at) if at else None
 
 
+# Start-up steps that run the model at its largest shapes, and how a log that stops inside one reads: OOM is the
+# usual failure there. CUDA graph capture stopping is enough; the profiling run only without any error line after
+# it (a worker that exits, a traceback cut before its error), as its first forward also compiles the model.
+_STOPPED_IN = {
+    "capturing_cuda_graphs": ("cuda_oom_after_kv", "graph_capture", "during CUDA graph capture, after the KV cache "
+                              "was sized", False),
+    "profiling": ("cuda_oom_weights", "profile_run", "in the memory-profiling run, after the weights loaded", True),
+}
+
+
+# A process that crashed or was killed rather than raised: no OOM guess from where the log stops (a segfault in
+# graph capture or the encoder's profiling, the host's OOM killer).
+_CRASH_RE = re.compile(r"Segfault\s+encountered|Segmentation\s+fault|SIGSEGV|SIGKILL|SIGABRT|core\s+dumped|"
+                       r"killed\s+by\s+signal|signal\s+-?(?:9|11|6)\b|^\s*Killed\s*$|Fatal\s+Python\s+error",
+                       re.I | re.M)
+
+
 def _no_known_failure(norm: str, milestones: list) -> Diagnosis:
-    """No rule matched: a log that stops in CUDA graph capture, else `unknown` with the first error line."""
+    """No rule matched: a log that stops in graph capture or the profiling run, else `unknown` with the first
+    error line."""
     reached, after, _, milestone_pos = _milestone_before(milestones, len(norm))
     figures = _context_figures(norm, len(norm))
-    if reached == "capturing_cuda_graphs":
-        summary, fix = _fix("cuda_oom_after_kv", figures, "CUDA graph capture")
-        return _with_action(Diagnosis(
-            "cuda_oom_after_kv", "The log stops during CUDA graph capture, after the KV cache was sized (no error "
-            "text in the excerpt; OOM is the usual failure there)", figures, fix[:1].upper() + fix[1:],
-            _line_at(norm, milestone_pos, milestone_pos), "low", phase="graph_capture", phase_confidence="medium",
-            phase_evidence=_line_at(norm, milestone_pos, milestone_pos), phase_reached=reached))
     exc = [m for m in _EXCEPTION_LINE_RE.finditer(norm) if not _WRAPPER_RE.search(m.group(0))]
+    if reached in _STOPPED_IN and not _CRASH_RE.search(norm, milestone_pos):
+        category, phase, what, quiet = _STOPPED_IN[reached]
+        if not (quiet and any(m.start() > milestone_pos for m in exc)):
+            summary, fix = _fix(category, figures, _OOM_CATEGORY[phase][1])
+            evidence = _line_at(norm, milestone_pos, milestone_pos)
+            return _with_action(Diagnosis(
+                category, f"The log stops {what} (no error text in the excerpt; OOM is the usual failure there)",
+                figures, fix[:1].upper() + fix[1:], evidence, "low", phase=phase, phase_confidence="medium",
+                phase_evidence=evidence, phase_reached=reached))
     cut = _cut_traceback(norm, exc, reached)
     if cut:
         return cut
+    if not exc and reached in ("none", "engine_configured") and _odd_tp(figures.get("tp_size")):
+        return _odd_tp_guess(norm, figures, reached)
     line = exc[0].group(0).strip()[:300] if exc else None
-    loc = _locate(norm, exc[0].start(), exc[0].end(), "unknown", "", milestones) if exc else {
-        "phase_reached": reached, "phase": after or "unknown", "phase_confidence": "low" if after else "none",
-        "phase_evidence": _line_at(norm, milestone_pos, milestone_pos) if after else None}
+    loc = _locate(norm, exc[0].start(), exc[0].end(), "unknown", "", milestones) if exc else \
+        _located_without_error(norm, reached, after, milestone_pos)
     where = f"; the log reached: {loc['phase_reached'].replace('_', ' ')}" if loc["phase_reached"] != "none" else ""
     where += f"; failed in: {loc['phase'].replace('_', ' ')}" if loc["phase"] != "unknown" else ""
     summary = (f"No known vLLM failure found; first error: {line}" if line
@@ -995,9 +1236,40 @@ def _no_known_failure(norm: str, milestones: list) -> Diagnosis:
                                   "(and CUDA_LAUNCH_BLOCKING=1 for a CUDA error).", line, "low", **loc))
 
 
+def _located_without_error(norm: str, reached: str, after, milestone_pos: int) -> dict:
+    """Where a log without any error line stops: the traceback frames at its end (a notebook's, whose layout the
+    cut-traceback reading does not take), else the last milestone (low)."""
+    phase, frame, _ = _frames_near(norm, len(norm), len(norm))
+    if phase:
+        return {"phase_reached": reached, "phase": phase, "phase_confidence": "low", "phase_evidence": frame}
+    return {"phase_reached": reached, "phase": after or "unknown", "phase_confidence": "low" if after else "none",
+            "phase_evidence": _line_at(norm, milestone_pos, milestone_pos) if after else None}
+
+
+def _odd_tp(tp) -> bool:
+    """A tensor-parallel size no usual head count divides (3, 5, 6, 7, ...: heads come in multiples of 8)."""
+    return isinstance(tp, int) and tp > 2 and tp & (tp - 1) != 0
+
+
+def _odd_tp_guess(norm: str, figures: dict, reached: str) -> Diagnosis:
+    """A log that stops at start-up, before any error line, asking for such a tensor-parallel size: vLLM's
+    divisibility check of the attention heads (ModelConfig.verify_with_parallel_config) fails first there."""
+    summary, fix = _fix("tp_not_divisible", figures)
+    m = dict(_CONTEXT_FIGURES)["tp_size"].search(norm)
+    evidence = _line_at(norm, m.start(), m.end()) if m else None
+    return _with_action(Diagnosis(
+        "tp_not_divisible", f"The log stops at start-up, before its error line, with tensor-parallel size "
+        f"{figures['tp_size']}, which the model's attention heads are seldom divisible by (a guess)",
+        figures, fix[:1].upper() + fix[1:], evidence, "low", phase="init", phase_confidence="low",
+        phase_evidence=evidence, phase_reached=reached))
+
+
 _FILE_FRAME_RE = re.compile(r'^[ \t]*File\s+"(?P<path>[^"\n]*)",\s+line\s+\d+,\s+in\s+(?P<func>\S+)', re.M)
-# Innermost frames inside a collective or a communicator: what fails there is the communication itself.
-_COMM_FRAME_RE = re.compile(r"distributed_c10d\.py|pynccl|device_communicators|ProcessGroupNCCL", re.I)
+# Innermost frames inside a collective or a communicator, or forming the process groups (V0/V1 workers'
+# init_worker_distributed_environment, parallel_state's): what fails there is the communication itself.
+_COMM_FRAME_RE = re.compile(r"distributed_c10d\.py|pynccl|device_communicators|ProcessGroupNCCL|"
+                            r"init_worker_distributed_environment|init_distributed_environment|"
+                            r"initialize_model_parallel|ensure_model_parallel_initialized", re.I)
 # Frames that read the checkpoint (a wrong weight name fails here, not only memory)
 _READ_WEIGHTS_RE = re.compile(r"load_weights|weight_loader|weights_iterator", re.I)
 # Where a traceback cut before its error line most often ends in an out-of-memory error: creating the
@@ -1030,7 +1302,7 @@ def _cut_traceback(norm: str, exc: list, reached: str) -> Diagnosis | None:
            "phase_evidence": evidence, "phase_reached": reached}
     where = (phase or "").replace("_", " ")
     if any(_COMM_FRAME_RE.search(f) for f in innermost):
-        category, kind, what = "nccl_error", "", "in a collective communication call (NCCL/Gloo)"
+        category, kind, what = "nccl_error", _nccl_kind(joined), "in a collective communication call (NCCL/Gloo)"
     elif phase in _CUT_OOM and not (phase == "model_loading" and _READ_WEIGHTS_RE.search(joined)):
         category, kind = _CUT_OOM[phase], ""
         what = f"in {where} (OOM is the usual failure there)"

@@ -549,3 +549,496 @@ def test_oom_wordings_of_other_devices_and_apis(line):
     r = diagnose('Traceback (most recent call last):\n  File "/x/vllm/worker/model_runner.py", line 1, in load_model\n'
                  + line)
     assert (r.category, r.phase) == ("cuda_oom_weights", "model_loading")
+
+
+# --- wordings of issue 26 (round 2): each from vLLM's, transformers' or torch's source, or a fixture ------------
+@pytest.mark.parametrize("line,category,phase,figure", [
+    # vllm/model_executor/models/registry.py, _try_resolve_transformers (blind 036 has the first)
+    ("ValueError: Cannot find model module. 'MiniMaxM1ForCausalLM' is not a registered model in the Transformers "
+     "library (only relevant if the model is meant to be in Transformers) and 'AutoModel' is not present in the "
+     "model config's 'auto_map' (relevant if the model is custom).", "model_not_supported", "init", None),
+    ("ValueError: The Transformers implementation of 'FooForCausalLM' is not compatible with vLLM.",
+     "model_not_supported", "init", None),
+    # registry.py, _raise_for_unsupported: an architecture in _PREVIOUSLY_SUPPORTED_MODELS
+    ("ValueError: Model architecture MPTForCausalLM was supported in vLLM until v0.10.2, and is not supported "
+     "anymore. Please use an older version of vLLM if you want to use this model architecture.",
+     "model_not_supported", "init", ("last_version", "0.10.2")),
+    # transformers' configuration_auto.py, as logs retype it (quotes instead of its backticks)
+    ("ValueError: The checkpoint you are trying to load has model type 'gpt_oss' but Transformers does not "
+     "recognize this architecture.", "model_not_supported", "init", ("model_type", "gpt_oss")),
+    # transformers' dynamic_module_utils.resolve_trust_remote_code, lower-cased and with typographic quotes as
+    # pasted in vllm-project/vllm#9531
+    ("valueerror: loading internvl2-8b/ requires you to execute the configuration file in that repo on your local "
+     "machine. make sure you have read the code there to avoid malicious use, then set the option "
+     "'trust_remote_code=true\u2019 to remove this error.", "trust_remote_code_required", "init", None),
+    ("You can avoid this prompt in future by passing the argument 'trust_remote_code=True'.",
+     "trust_remote_code_required", "init", None),
+])
+def test_round2_wordings(line, category, phase, figure):
+    r = diagnose(line)
+    assert (r.category, r.phase) == (category, phase) and r.action == ACTIONS[category]
+    assert r.fix and r.phase_evidence
+    if figure:
+        assert r.figures[figure[0]] == figure[1]
+
+
+def test_a_dropped_architecture_asks_for_an_older_vllm():
+    r = diagnose("ValueError: Model architecture MPTForCausalLM was supported in vLLM until v0.10.2, and is not "
+                 "supported anymore.")
+    assert "older vLLM" in r.fix and "v0.10.2" in r.fix
+
+
+@pytest.mark.parametrize("line,blocks", [
+    # vllm/executor/executor_base.py (V0 0.6.3+): "# %s blocks: %d, # CPU blocks: %d" with the platform's device name
+    ("INFO 03-14 18:57:59 [executor_base.py:111] # cuda blocks: 4739, # CPU blocks: 859", 4739),
+    ("INFO 05-30 16:23:28 executor_base.py:110] # CUDA blocks: 5519, # CPU blocks: 9362", 5519),
+    ("INFO 05-30 16:23:28 executor_base.py:110] # npu blocks: 812, # CPU blocks: 512", 812),
+])
+def test_v0_block_count_in_the_device_s_name(line, blocks):
+    r = diagnose(line + "\n" + OOM)
+    assert (r.category, r.phase_reached, r.figures["gpu_blocks"]) == ("cuda_oom_after_kv", "kv_cache_allocated", blocks)
+    r = diagnose(line.replace(str(blocks), "0", 1))
+    assert (r.category, r.phase) == ("no_kv_memory", "kv_cache_allocation")
+    # the swap space's count is not the cache's
+    assert diagnose("INFO x # CPU blocks: 0\n" + OOM).category == "cuda_oom"
+
+
+@pytest.mark.parametrize("funcs,kind_word", [
+    # V0 0.4 with Ray (blind 060): the custom all-reduce's set-up gathers its IPC handles at worker start
+    (["distributed/device_communicators/custom_all_reduce:__init__",
+      "distributed/device_communicators/custom_all_reduce:_gather_ipc_meta",
+      "torch/distributed/distributed_c10d:all_gather_object"], "--disable-custom-all-reduce"),
+    # pynccl.py's PyNcclCommunicator.__init__ warms NCCL up with one all_reduce
+    (["distributed/device_communicators/pynccl:__init__", "distributed/device_communicators/pynccl:all_reduce"],
+     "NCCL_DEBUG=INFO"),
+    (["distributed/parallel_state:ensure_model_parallel_initialized", "distributed/parallel_state:__init__",
+      "torch/distributed/distributed_c10d:broadcast"], "NCCL_DEBUG=INFO"),
+    # a V0 Ray worker's init_device cut inside the process-group set-up (vllm-project/vllm, multi-node NCCL thread)
+    (["executor/ray_utils:execute_method", "worker/worker:init_device",
+      "worker/worker:init_worker_distributed_environment"], "NCCL_DEBUG=INFO"),
+])
+def test_a_traceback_cut_in_a_communicator_s_set_up_is_init(funcs, kind_word):
+    r = diagnose("Traceback (most recent call last):\n" + _frames(*funcs))
+    assert (r.category, r.phase, r.phase_confidence) == ("nccl_error", "init", "medium")
+    assert kind_word in r.fix.split(";")[0]
+
+
+@pytest.mark.parametrize("line", [
+    # vllm/compilation/backends.py, during V1's profiling run (its first forward compiles the model)
+    "INFO 05-26 07:51:10 [backends.py:430] Dynamo bytecode transform time: 6.21 s",
+    "INFO 05-26 07:51:15 [backends.py:148] Compiling a graph for dynamic shape takes 4.55 s",
+    "INFO 05-26 07:51:20 [monitor.py:33] torch.compile takes 10.76 s in total",
+])
+def test_compilation_lines_are_the_profiling_run(line):
+    r = diagnose("Model loading took 14.99 GiB and 5.1 seconds\n" + line + "\n" + OOM)
+    assert (r.category, r.phase, r.phase_reached) == ("cuda_oom_weights", "profile_run", "profiling")
+
+
+@pytest.mark.parametrize("log,phase,confidence", [
+    # NCCL's shared-memory transport (transport/shm.cc; public 009, 010): set up with the communicators
+    ("NCCL WARN Error while creating shared memory segment /dev/shm/nccl-xxxxx (size 7340384)", "init", "low"),
+    ("gpu1 NCCL WARN Error: failed to extend /dev/shm/nccl-XyZ to 9637892 bytes", "init", "low"),
+    # a milestone still wins over the guess
+    ("Available KV cache memory: 3.20 GiB\nNCCL WARN Error: failed to extend /dev/shm/nccl-XyZ to 9637892 bytes",
+     "kv_cache_allocation", "medium"),
+    # torch's own shared tensors are not NCCL's: no guess
+    ("RuntimeError: unable to write to file </torch_12_34_0>: No space left on device (28)", "unknown", "none"),
+])
+def test_nccl_s_dev_shm_segment_is_set_up_at_init(log, phase, confidence):
+    r = diagnose(log)
+    assert (r.category, r.phase, r.phase_confidence) == ("shm_too_small", phase, confidence)
+
+
+@pytest.mark.parametrize("seq,phase", [(4967570, "serving"), (120000, "serving"), (20518, "unknown"), (2, "unknown")])
+def test_a_watchdog_timeout_past_start_up_s_collectives_is_serving(seq, phase):
+    # torch's ProcessGroupNCCL watchdog (public 048: SeqNum=4967570 after 7 days)
+    r = diagnose(f"[E ProcessGroupNCCL.cpp:475] [Rank 3] Watchdog caught collective operation timeout: "
+                 f"WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn=73728, NumelOut=73728, Timeout(ms)=1800000) ran "
+                 "for 1800542 milliseconds before timing out.")
+    assert (r.category, r.phase) == ("nccl_error", phase)
+    assert r.phase_confidence == ("low" if phase == "serving" else "none")
+
+
+@pytest.mark.parametrize("tail,category", [
+    # V0's enc_dec_model_runner.py / model_runner.py "Starting profile run for multi-modal models." then a worker
+    # exits and the traceback is cut before its error (blind 045)
+    (["(VllmWorkerProcess pid=67) INFO 11-05 04:16:48 multiproc_worker_utils.py:244] Worker exiting",
+      "Traceback (most recent call last):",
+      '  File "/x/vllm/engine/multiprocessing/engine.py", line 388, in run_mp_engine',
+      "    engine = MQLLMEngine.from_engine_args(engine_args=engine_args,"], "cuda_oom_weights"),
+    ([], "cuda_oom_weights"),
+    # an error line after the profiling run started is that error, not a guess
+    (["KeyError: 'model.layers.0.mlp.experts'"], "unknown"),
+])
+def test_a_log_that_stops_in_the_profiling_run(tail, category):
+    r = diagnose("\n".join(["INFO 11-05 04:16:47 model_runner.py:1025] Loading model weights took 10.0714 GB",
+                            "INFO 11-05 04:16:47 enc_dec_model_runner.py:297] Starting profile run for multi-modal "
+                            "models."] + tail))
+    assert (r.category, r.phase) == (category, "profile_run")
+    if category != "unknown":
+        assert r.confidence == "low" and "profiling run" in r.summary and r.action == "ladder"
+        assert "--max-num-batched-tokens" in r.fix
+
+
+@pytest.mark.parametrize("line,kind_word,phase,confidence", [
+    # vllm/distributed/device_communicators/pynccl_wrapper.py (V0 0.4 to V1)
+    ("ERROR 10-18 14:42:48 pynccl_wrapper.py:196] Failed to load NCCL library from libnccl.so.2 .It is expected if "
+     "you are not running on NVIDIA/AMD GPUs.Otherwise, the nccl library might not exist, be corrupted or it does "
+     "not support the current platform Linux-5.15.0-50-generic-x86_64-with-glibc2.31.", "VLLM_NCCL_SO_PATH", "init",
+     "low"),
+    # torch's TCPStore (vllm-project/vllm#17056, #12526): the ranks never met
+    ("torch.distributed.DistStoreError: Timed out after 601 seconds waiting for clients. 1/4 clients joined.",
+     "GLOO_SOCKET_IFNAME", "init", "high"),
+    ("torch.distributed.DistStoreError: wait timeout after 600000ms, keys: /default_pg/0//cuda//0",
+     "GLOO_SOCKET_IFNAME", "init", "high"),
+    # torch's ProcessGroupNCCL watchdog taking the process down
+    ("[rank0]:[E1024 10:00:00.000 ProcessGroupNCCL.cpp:1500] Some NCCL operations have failed or timed out. Due to "
+     "the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.",
+     "NCCL_DEBUG=INFO", "unknown", "none"),
+])
+def test_nccl_and_rendezvous_wordings(line, kind_word, phase, confidence):
+    r = diagnose(line)
+    assert (r.category, r.phase, r.phase_confidence) == ("nccl_error", phase, confidence)
+    assert kind_word in r.fix.split(";")[0] and r.action == "rollback"
+
+
+def test_ray_cannot_schedule_the_gpu_workers():
+    # Ray's autoscaler warning while vLLM waits for its placement group
+    line = ("(autoscaler +9m40s) Warning: The following resource request cannot be scheduled right now: {'CPU': 1.0, "
+            "'GPU': 1.0}. This is likely due to all cluster resources being claimed by actors.")
+    r = diagnose(line)
+    assert (r.category, r.phase, r.confidence) == ("tp_not_divisible", "init", "medium") and "ray status" in r.fix
+    assert diagnose(line.replace("'GPU': 1.0", "'memory': 1.0")).category == "unknown"
+    # a real error elsewhere wins over the warning
+    assert diagnose(line + "\n" + OOM).category == "cuda_oom"
+
+
+@pytest.mark.parametrize("frames,line,category,phase", [
+    # V0 (0.5-0.6) weight loading: worker.load_model > model_runner.load_model > loader.load_model (blind 049)
+    (["worker/worker:load_model", "worker/model_runner:load_model", "model_executor/model_loader/loader:load_model",
+      "model_executor/model_loader/loader:_initialize_model"],
+     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 14.62 GiB "
+     "of which 3.12 MiB is free.", "cuda_oom_weights", "model_loading"),
+    # older torch (< 2.1) wording inside the checkpoint reader
+    (["worker/worker:load_model", "model_executor/models/llama:load_weights"],
+     "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 500.00 MiB (GPU 0; 23.69 GiB total capacity; "
+     "22.34 GiB already allocated; 1.19 MiB free; 22.60 GiB reserved in total by PyTorch)", "cuda_oom_weights",
+     "model_loading"),
+    # a quantized checkpoint repacked after loading (model_loader/utils.py process_weights_after_loading, Marlin)
+    (["v1/worker/gpu_model_runner:load_model", "model_executor/model_loader/utils:process_weights_after_loading",
+      "model_executor/layers/quantization/gptq_marlin:process_weights_after_loading"],
+     "RuntimeError: CUDA error: out of memory", "cuda_oom_weights", "model_loading"),
+    # the OOM message's first line lost in the excerpt: torch's detail alone (CUDACachingAllocator.cpp)
+    ([], "ss has 23.40 GiB memory in use. Of the allocated memory 22.88 GiB is allocated by PyTorch, and 188.29 MiB is "
+         "reserved by PyTorch but unallocated.", "cuda_oom", "unknown"),
+    (["v1/engine/core:run_busy_loop", "v1/worker/gpu_model_runner:execute_model"],
+     "GPU 0 has a total capacity of 23.57 GiB of which 154.25 MiB is free. Including non-PyTorch memory, this process "
+     "has 23.40 GiB memory in use.", "cuda_oom_runtime", "serving"),
+])
+def test_oom_wordings_and_the_frames_that_place_them(frames, line, category, phase):
+    r = diagnose("Traceback (most recent call last):\n" + _frames(*frames) + "\n" + line if frames else line)
+    assert (r.category, r.phase) == (category, phase) and r.action == "ladder"
+
+
+def test_a_multi_modal_profiling_run_and_the_crashes_that_are_not_an_oom():
+    # V1 gpu_model_runner.profile_run: "Encoder cache will be initialized with a budget of %s tokens, and profiled
+    # with %s %s items of the maximum feature size."
+    start = ("INFO 05-30 07:44:00 [gpu_model_runner.py:5132] Model loading took 21.42 GiB memory and 175.2 seconds\n"
+             "INFO 05-30 07:44:00 [gpu_model_runner.py:6136] Encoder cache will be initialized with a budget of 32768 "
+             "tokens, and profiled with 2 image items of the maximum feature size.\n")
+    r = diagnose(start + OOM)
+    assert (r.category, r.phase, r.phase_reached) == ("cuda_oom_weights", "profile_run", "profiling")
+    assert diagnose(start).category == "cuda_oom_weights"
+    # a segfault or the host's OOM killer there is no CUDA OOM
+    for crash in ["!!!!!!! Segfault encountered !!!!!!!\nRuntimeError: Engine core initialization failed.",
+                  "ERROR 05-30 07:45:00 [core_client.py:1] Engine core proc EngineCore_DP0 died unexpectedly, "
+                  "killed by signal -9", "Killed"]:
+        r = diagnose(start + crash)
+        assert (r.category, r.phase) == ("unknown", "profile_run"), crash
+
+
+@pytest.mark.parametrize("line", [
+    # uvicorn starts the API server once the engine is up (V0 MQLLMEngine and V1)
+    "INFO:     Started server process [1]",
+    "INFO:     Waiting for application startup.",
+])
+def test_the_api_server_starting_is_serving(line):
+    r = diagnose(line + "\n" + OOM)
+    assert (r.category, r.phase, r.phase_confidence) == ("cuda_oom_runtime", "serving", "medium")
+
+
+@pytest.mark.parametrize("line,reached,category,phase", [
+    # vLLM 0.20+ start-up lines (monitor.py, gpu_model_runner.py, gpu_worker.py), as they appear in public logs
+    ("(EngineCore pid=1501) INFO [monitor.py:53] torch.compile took 22.16 s in total", "profiling",
+     "cuda_oom_weights", "profile_run"),
+    ("(EngineCore pid=75) INFO Initial profiling/warmup run took 100.46 s", "profiling", "cuda_oom_weights",
+     "profile_run"),
+    ("(EngineCore pid=75) INFO Profiling CUDA graph memory: PIECEWISE=51, FULL=35", "profiling", "cuda_oom_weights",
+     "profile_run"),
+    ("(EngineCore pid=75) INFO Estimated CUDA graph memory: 1.58 GiB total", "memory_profiled", "cuda_oom_after_kv",
+     "kv_cache_allocation"),
+    ("(Worker_TP0 pid=514) INFO [gpu_worker.py:621] CUDA graph pool memory: 1.49 GiB (actual), 1.58 GiB (estimated)",
+     "cuda_graphs_captured", "cuda_oom_after_kv", "sampler_warmup"),
+    ("(Worker_TP0 pid=123) Free memory on device (264.19/267.69 GiB) on startup. Actual usage is 205.08 GiB for "
+     "weight, 3.75 GiB for peak activation, 1.63 GiB for non-torch memory, and 0.14 GiB for CUDAGraph memory.",
+     "cuda_graphs_captured", "cuda_oom_after_kv", "sampler_warmup"),
+])
+def test_newer_v1_start_up_lines(line, reached, category, phase):
+    r = diagnose(line + "\n" + OOM)
+    assert (r.phase_reached, r.category, r.phase) == (reached, category, phase)
+
+
+def test_an_overridden_block_count_is_not_an_empty_cache():
+    # gpu_worker.py with num_gpu_blocks_override: "Overriding num_gpu_blocks=0 with num_gpu_blocks_override=512"
+    r = diagnose("INFO Overriding num_gpu_blocks=0 with num_gpu_blocks_override=512\n" + OOM)
+    assert r.category != "no_kv_memory"
+
+
+@pytest.mark.parametrize("line", [
+    # transformers' dynamic_module_utils.resolve_trust_remote_code names the auto class's file
+    "ValueError: Loading THUDM/glm-4v-9b requires you to execute the image processor file in that repo on your local "
+    "machine.",
+    "ValueError: Loading openbmb/MiniCPM-o-2_6 requires you to execute the feature extractor file in that repo",
+    "ValueError: Loading THUDM/chatglm3-6b requires you to execute the tokenizer file",     # a line cut there
+])
+def test_remote_code_of_any_auto_class(line):
+    r = diagnose(line)
+    assert (r.category, r.phase) == ("trust_remote_code_required", "init") and "--trust-remote-code" in r.fix
+
+
+@pytest.mark.parametrize("before", [
+    # V1 core.py run_engine_core: the busy loop failed ("EngineCore failed to start." is start-up's)
+    ["(EngineCore_0 pid=2651) ERROR 06-11 11:46:39 [core.py:517] EngineCore encountered a fatal error."],
+    # V1 logging_utils/dump_input.py, logged when a step's model execution fails
+    ["(EngineCore_DP0 pid=413) ERROR 11-10 12:30:57 [dump_input.py:79] Dumping scheduler stats: "
+     "SchedulerStats(num_running_reqs=1, num_waiting_reqs=0)"],
+    ["ERROR 11-10 12:30:57 [dump_input.py:69] Dumping input data for V1 LLM engine (v0.11.0) with config: model='m'"],
+])
+def test_v1_busy_loop_failures_are_serving(before):
+    r = diagnose("\n".join(before + [OOM]))
+    assert (r.category, r.phase, r.phase_confidence) == ("cuda_oom_runtime", "serving", "medium")
+    r = diagnose("\n".join(["ERROR [core.py:1] EngineCore failed to start.", OOM]))
+    assert r.category == "cuda_oom"
+
+
+@pytest.mark.parametrize("line,seqs", [
+    # V1 gpu_model_runner._dummy_pooler_run (pooling models), and vllm-ascend's NPU wording of the sampler's
+    ("RuntimeError: CUDA out of memory occurred when warming up pooler (task='embed') with 256 dummy requests. Please "
+     "try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the engine.", 256),
+    ("RuntimeError: CUDA out of memory occurred when warming up pooler with 1024 dummy requests.", 1024),
+    ("RuntimeError: NPU out of memory occurred when warming up sampler with 512 dummy requests.", 512),
+])
+def test_the_pooler_s_warm_up_is_the_sampler_s(line, seqs):
+    r = diagnose(line)
+    assert (r.category, r.phase, r.phase_confidence) == ("cuda_oom_after_kv", "sampler_warmup", "high")
+    assert r.figures["dummy_requests"] == seqs and f"try {seqs // 2}" in r.fix
+
+
+@pytest.mark.parametrize("line,category,word", [
+    # V1's attention-backend selector (vllm/platforms/cuda.py), as in vllm-project/vllm issues on Gemma-4/GPT-OSS
+    ("ValueError: Selected backend AttentionBackendEnum.FLASHINFER is not valid for this configuration. Reason: "
+     "['head_size not supported']", "config_rejected", "--attention-backend"),
+    ("ValueError: Selected backend AttentionBackendEnum.FLASH_ATTN is not valid for this configuration. Reason: "
+     "['kv_cache_dtype not supported']", "config_rejected", "--kv-cache-dtype auto"),
+    ("ValueError: No valid attention backend found for cuda with AttentionSelectorConfig(head_size=64). Reasons: "
+     "{FLASH_ATTN: [kv_cache_dtype not supported]}", "config_rejected", "--attention-backend"),
+    # the GPU itself is the reason
+    ("ValueError: Selected backend AttentionBackendEnum.FLASH_ATTN is not valid for this configuration. Reason: "
+     "['compute capability not supported']", "unsupported_dtype_or_gpu", "kernel"),
+])
+def test_the_attention_backend_selector(line, category, word):
+    r = diagnose(line)
+    assert r.category == category and word in r.fix and r.action == "rollback"
+    if category == "config_rejected":
+        assert (r.phase, r.phase_confidence) == ("model_loading", "low")
+        frames = "Traceback (most recent call last):\n" + _frames("v1/worker/gpu_worker:init_device",
+                                                                 "v1/worker/gpu_model_runner:__init__")
+        assert diagnose(frames + "\n" + line).phase == "init"       # its own frames say where
+
+
+@pytest.mark.parametrize("line,word,figure", [
+    # torch's CUDA init warning on an HGX/DGX whose nvidia-fabricmanager is down (c10/cuda/CUDAFunctions.cpp)
+    ("UserWarning: CUDA initialization: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions "
+     "before calling NumCudaDevices() that might have already set an error? Error 802: system not yet initialized "
+     "(Triggered internally at /pytorch/c10/cuda/CUDAFunctions.cpp:109.)", "nvidia-fabricmanager", None),
+    # the NVIDIA container runtime refusing an image built for a newer CUDA than the driver
+    ("nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.9, please update your driver to a "
+     "newer version, or use an earlier cuda container: unknown.", "--gpus", ("image_cuda", 12.9)),
+    # Docker without the NVIDIA runtime
+    ('docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].', "toolkit",
+     None),
+    ("RuntimeError: CUDA driver initialization failed, you might not have a CUDA gpu.", "nvidia-smi", None),
+])
+def test_driver_and_container_runtime_wordings(line, word, figure):
+    r = diagnose(line)
+    assert (r.category, r.phase, r.action) == ("driver_mismatch_or_no_driver", "init", "refuse") and word in r.fix
+    if figure:
+        assert r.figures[figure[0]] == figure[1] and "12.9" in r.summary
+
+
+@pytest.mark.parametrize("line", [
+    # CUDA's cudaErrorInvalidDevice when a worker sets a device past CUDA_VISIBLE_DEVICES
+    "RuntimeError: CUDA error: invalid device ordinal\nCUDA kernel errors might be asynchronously reported at some "
+    "other API call, so the stacktrace below might be incorrect.",
+    # torch's lazy CUDA init assert for the same
+    "torch.cuda.DeferredCudaCallError: CUDA call failed lazily at initialization with error: device >= 0 && device < "
+    "num_gpus INTERNAL ASSERT FAILED at \"../aten/src/ATen/cuda/CUDAContext.cpp\":50",
+])
+def test_a_device_past_the_visible_ones_is_too_few_gpus(line):
+    r = diagnose(line)
+    assert (r.category, r.phase, r.action) == ("tp_not_divisible", "init", "refuse")
+    assert "CUDA_VISIBLE_DEVICES" in r.fix
+
+
+def test_a_file_missing_from_the_model_repository():
+    # huggingface_hub.errors.EntryNotFoundError (a file the repository lacks, e.g. a wrong revision or subfolder)
+    r = diagnose("huggingface_hub.errors.EntryNotFoundError: 404 Client Error. (Request ID: Root=1-abc)\n"
+                 "Entry Not Found for url: https://huggingface.co/org/model/resolve/main/config.json.")
+    assert (r.category, r.phase) == ("model_not_found_or_auth", "init")
+
+
+def test_an_oom_on_a_gpu_other_processes_share():
+    # torch >= 2.1 lists every process on the GPU (blind 031: two replicas on one GPU under KubeRay)
+    r = diagnose("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.59 GiB. GPU 0 has a total capacity "
+                 "of 47.50 GiB of which 590.81 MiB is free. Process 4057874 has 20.04 GiB memory in use. Process "
+                 "4060801 has 26.40 GiB memory in use. Of the allocated memory 25.76 GiB is allocated by PyTorch.")
+    assert r.category == "cuda_oom" and r.figures["gpu_processes_gib"] == [20.04, 26.4]
+    assert "2 processes hold this GPU (20.04 + 26.4 GiB)" in r.summary
+    assert r.fix.startswith("Another process shares this GPU") and "--gpu-memory-utilization" in r.fix
+    assert "gpu_processes_gib" not in diagnose(OOM).figures
+
+
+def test_a_triton_kernel_past_the_gpu_s_shared_memory():
+    # triton.runtime.errors.OutOfResources (an fp8 MLA decode kernel on consumer Blackwell, SM 12.0)
+    line = ("triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 102400, Hardware limit: "
+            "101376. Reducing block sizes or `num_stages` may help.")
+    r = diagnose(line)
+    assert (r.category, r.phase) == ("unsupported_dtype_or_gpu", "unknown") and "--kv-cache-dtype auto" in r.fix
+    assert r.figures["smem_required"] == 102400 and "101376" in r.summary
+    r = diagnose("Model loading took 14.99 GiB and 5.1 seconds\n" + line)
+    assert (r.phase, r.phase_confidence) == ("profile_run", "medium")
+
+
+@pytest.mark.parametrize("line,category,phase", [
+    # vllm/worker/worker_base.py execute_method: f"Error executing method {method!r}. This might cause deadlock ..."
+    ("ERROR 05-06 08:55:19 worker_base.py:145] Error executing method 'load_model'. This might cause deadlock in "
+     "distributed execution.", "cuda_oom_weights", "model_loading"),
+    ("ERROR 05-06 08:55:19 worker_base.py:145] Error executing method 'determine_num_available_blocks'. This might "
+     "cause deadlock in distributed execution.", "cuda_oom_weights", "profile_run"),
+])
+def test_the_quoted_worker_method(line, category, phase):
+    r = diagnose(line + "\n" + OOM)
+    assert (r.category, r.phase) == (category, phase)
+
+
+def test_a_v0_engine_step_that_hung_was_serving():
+    # vllm/engine/async_llm_engine.py run_engine_loop, after an NCCL error on another rank
+    r = diagnose("ERROR 07-31 11:57:33 async_llm_engine.py:658] Engine iteration timed out. This should never happen!\n"
+                 "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)")
+    assert (r.category, r.phase, r.phase_confidence) == ("nccl_error", "serving", "medium")
+
+
+@pytest.mark.parametrize("line,category,phase,word", [
+    # vLLM's argument parser (argparse's "%(prog)s: error: %(message)s"; dev threads containers/ramalama and
+    # vllm-project/vllm-omni): a sampling parameter or a plugin's flag the installed vLLM does not know
+    ("usage: vllm [-h] [-v] {chat,complete,serve,bench,collect-env,run-batch} ...\n"
+     "vllm: error: unrecognized arguments: --temperature 0.8", "config_rejected", "init", "vllm serve --help"),
+    ("vllm serve: error: argument --dtype: invalid choice: 'fp4' (choose from auto, half, float16)",
+     "config_rejected", "init", "vllm serve --help"),
+    # Ray's raylet (src/ray/object_manager/plasma/store_runner.cc) before any engine starts
+    ("[2026-03-25 05:44:29,435 W 39 39] (raylet) store_runner.cc:83: System memory request exceeds memory available "
+     "in /dev/shm. The request is for 10200547328 bytes, and the amount available is 9663676416 bytes.",
+     "shm_too_small", "init", "--shm-size"),
+    # rdma-core's mlx5 provider under NCCL's IB transport (OpenRLHF/OpenRLHF weight sync over NCCL)
+    ("(LLMRayActor pid=90738, ip=172.19.24.110) mlx5: host_unknown: got completion with error:",
+     "nccl_error", "init", "NCCL_IB_DISABLE"),
+])
+def test_cli_ray_store_and_infiniband_wordings(line, category, phase, word):
+    r = diagnose(line)
+    assert (r.category, r.phase) == (category, phase) and word in r.fix
+
+
+def test_a_cut_remote_code_error_under_its_frame():
+    # transformers/dynamic_module_utils.py resolve_trust_remote_code raises only its ValueError (BerriAI/litellm#6121:
+    # the message cut after "Loading deepse")
+    r = diagnose('  File "/x/transformers/dynamic_module_utils.py", line 678, in resolve_trust_remote_code\n'
+                 "    raise ValueError(\nValueError: Loading deepse")
+    assert (r.category, r.phase) == ("trust_remote_code_required", "init")
+    assert diagnose("ValueError: Loading deepse").category == "unknown"
+
+
+@pytest.mark.parametrize("after,phase", [
+    # Ray prints its workers' deduplicated lines late (QwenLM/Qwen#819: the OOM, then the workers' capture line)
+    ("(RayWorkerVllm pid=74362) INFO 12-18 21:44:36 model_runner.py:394] Capturing the model for CUDA graphs. This "
+     "may lead to unexpected consequences if the model is not static. [repeated 7x across cluster]", "graph_capture"),
+    # an error line pasted above the log's last lines (xorbitsai/inference: the profiling line, V0 model_runner.py)
+    ("INFO 07-11 13:46:49 model_runner.py:858] CUDA graphs can take additional 1~3 GiB memory per GPU.",
+     "graph_capture"),
+])
+def test_an_error_heading_the_log_is_placed_by_the_lines_after_it(after, phase):
+    r = diagnose("RuntimeError: CUDA error: out of memory\n" + after)
+    assert (r.category, r.phase, r.phase_confidence) == ("cuda_oom_after_kv", phase, "low")
+    # not after a start-up that came first, nor past another error line
+    assert diagnose("x\n" * 300 + "RuntimeError: CUDA error: out of memory\n" + after).phase == "unknown"
+    assert diagnose("RuntimeError: CUDA error: out of memory\nValueError: other\n" + after).phase == "unknown"
+
+
+def test_triton_without_an_active_driver():
+    # vllm/triton_utils/importing.py (0.9+); gpustack/gpustack: a vLLM container without libcuda.so.1
+    line = ("INFO 12-10 12:04:47 [importing.py:44] Triton is installed but 0 active driver(s) found (expected 1). "
+            "Disabling Triton to prevent runtime errors.")
+    r = diagnose(line)
+    assert (r.category, r.phase, r.confidence) == ("driver_mismatch_or_no_driver", "init", "medium")
+    assert "libcuda.so.1" in r.summary
+    # weak: a failure named elsewhere wins; a CPU or TPU build prints it too
+    assert diagnose(line + "\n" + OOM).category == "cuda_oom"
+    assert diagnose("INFO [__init__.py:235] Automatically detected platform cpu.\n" + line).category == "unknown"
+    assert diagnose("INFO [__init__.py:59] TPU info: node_name=tpu-0\n" + line).category == "unknown"
+
+
+@pytest.mark.parametrize("args,category", [
+    # gpustack/gpustack: gemma-3-27b (32 heads) scheduled on 3 GPUs, the excerpt stops at the server's version line
+    ("Run vllm with arguments: serve /m/gemma-3-27b-it --max-model-len 8192 --tensor-parallel-size 3 --port 40059",
+     "tp_not_divisible"),
+    ("non-default args: {'model': '/m', 'tensor_parallel_size': 6}", "tp_not_divisible"),
+    ("non-default args: {'model': '/m', 'tensor_parallel_size': 4}", "unknown"),
+])
+def test_a_start_up_that_stops_with_an_odd_tensor_parallel_size(args, category):
+    log = args + "\nINFO 06-19 11:30:25 [api_server.py:1043] vLLM API server version 0.8.5.post1"
+    r = diagnose(log)
+    assert r.category == category and (r.confidence == "low" if category != "unknown" else True)
+    assert r.phase == ("init" if category != "unknown" else "unknown")
+    # past the weights, or with an error line of its own, the size is not the guess
+    assert diagnose(log + "\nINFO Loading model weights took 14.9 GiB").category != "tp_not_divisible"
+    assert diagnose(log + "\nValueError: something else").category == "unknown"
+
+
+def test_a_cut_request_traceback_is_serving():
+    # V0's AsyncLLMEngine answering a request under uvicorn, cut before its error (vllm-project/vllm OOM thread)
+    r = diagnose(_frames("engine/async_llm_engine:generate", "engine/async_llm_engine:_process_request",
+                         "uvicorn/protocols/http/httptools_impl:run_asgi"))
+    assert (r.category, r.phase) == ("unknown", "serving")
+
+
+def test_a_notebook_traceback_quoting_vllm_s_source():
+    # IPython's layout (File ~/...:722, in ..., "-->" and numbered source lines) quotes V0's
+    # logger.info("Loading model weights took ...") in model_runner.py load_model: no milestone, the frame says where
+    log = ("File ~/env/lib/python3.10/site-packages/vllm/worker/model_runner.py:722, in GPUModelRunnerBase.load_model"
+           "(self)\n    720 logger.info(\"Starting to load model %s...\", self.model_config.model)\n"
+           "--> 722     self.model = get_model(model_config=self.model_config,\n"
+           "    732 logger.info(\"Loading model weights took %.4f GB\",\n")
+    r = diagnose(log)
+    assert (r.category, r.phase, r.phase_reached) == ("unknown", "model_loading", "none")
+
+
+@pytest.mark.parametrize("line,phase", [
+    # vllm/engine/multiprocessing/engine.py: MQLLMEngine.start() logs its loop's error as repr(e)
+    ("ERROR 12-19 09:33:44 engine.py:135] OutOfMemoryError('Error in model execution (input dumped to "
+     "/tmp/err_execute_model_input_20241219-093344.pkl): CUDA out of memory. Tried to allocate 524.00 MiB.')",
+     "serving"),
+    # the profiling run's error through the same wrapper, raised (str) at start-up: no phase from the wrapper
+    ("torch.OutOfMemoryError: Error in model execution (input dumped to /tmp/err_execute_model_input_2025.pkl): "
+     "CUDA out of memory. Tried to allocate 7.00 GiB.", "unknown"),
+])
+def test_the_mq_engine_loop_s_repr_of_a_model_execution_error(line, phase):
+    assert diagnose(line).phase == phase

@@ -40,13 +40,6 @@ KNOWN_MISSES = {
         "the excerpt ends inside the EngineCore traceback before the OOM line (in the title)",
     ("027-port-in-use-compose-embedding-after-startup.log", "phase"):
         "the bind fails after the API server logged its start-up: read as serving, the collector says init",
-    ("036-model-not-supported-minimax-m1-not-registered.log", "category"):
-        "one line naming the architecture, without vLLM's 'not supported' wording",
-    ("036-model-not-supported-minimax-m1-not-registered.log", "phase"): "one line: no frame or milestone",
-    ("045-cuda-oom-profile-run-mllama-v0-maintainer.log", "category"):
-        "the OOM line itself is not in the quoted excerpt",
-    ("060-nccl-custom-allreduce-ray-v0-no-error-line.log", "phase"):
-        "the excerpt ends inside the custom all-reduce's all_gather, with no frame the rules place",
 }
 
 

@@ -27,10 +27,6 @@ KNOWN_MISSES = {
     ("011-shm-exhausted-nccl-system-error-v1-dp16.log", "category"):
         "the thread found /dev/shm full; the log says only 'NCCL error: unhandled system error' (the fix leads "
         "with /dev/shm)",
-    ("010-shm-too-small-nccl-warn-minimax-h200.log", "phase"): "two quoted lines: no frame or milestone",
-    ("009-shm-too-small-nccl-production-stack-64m.log", "phase"): "four lines: no frame or milestone",
-    ("048-nccl-watchdog-timeout-ray-v031-after-7-days.log", "phase"):
-        "one line; 'running for 7 days' is in the prose",
 }
 # Figures read by hand from the log text.
 EXPECTED_FIGURES = {
