@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Benchmark `vllm-deploy diagnose` on the blind hold-out (a benchmark, not a test: always exits 0).
 
-Usage: python scripts/bench_diagnose_blind.py
+Usage: python scripts/bench_diagnose_blind.py [FOLDER]
 
-Reads tests/fixtures/vllm-failures-blind/*.log with the category and phase their .meta.yaml took from each
+FOLDER defaults to tests/fixtures/vllm-failures-blind (round 1); round 2 is tests/fixtures/vllm-failures-blind2
+(`make bench-diagnose-blind2`). Reads FOLDER/*.log with the category and phase their .meta.yaml took from each
 thread, and applies the rule PROTOCOL.md in that folder fixed before any log was collected: sorted by file
 name, the log at index i is BLIND when i % 3 == 2; the rest is the development set. For the development set
 it prints the category and phase share and every miss by file. For the blind third it prints only the
@@ -34,10 +35,10 @@ def split(names: list[str]) -> tuple[list[str], list[str]]:
     return ([n for i, n in enumerate(ordered) if i % 3 != 2], [n for i, n in enumerate(ordered) if i % 3 == 2])
 
 
-def run(name: str) -> dict:
-    with open(os.path.join(BLIND, name[:-4] + ".meta.yaml"), encoding="utf-8") as fh:
+def run(folder: str, name: str) -> dict:
+    with open(os.path.join(folder, name[:-4] + ".meta.yaml"), encoding="utf-8") as fh:
         meta = yaml.safe_load(fh)
-    with open(os.path.join(BLIND, name), "rb") as fh:
+    with open(os.path.join(folder, name), "rb") as fh:
         data = fh.read()
     try:
         result = diagnose(data)
@@ -69,11 +70,13 @@ def confusion(rows: list[dict]) -> list[str]:
     return lines
 
 
-def main() -> int:
-    names = [n for n in os.listdir(BLIND) if n.endswith(".log")]
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    folder = os.path.join(ROOT, args[0]) if args else BLIND
+    names = [n for n in os.listdir(folder) if n.endswith(".log")]
     dev_names, blind_names = split(names)
-    dev = [run(n) for n in dev_names]
-    blind = [run(n) for n in blind_names]
+    dev = [run(folder, n) for n in dev_names]
+    blind = [run(folder, n) for n in blind_names]
     print(f"development ({len(dev)}): {share(dev)}")
     for r in dev:
         cat_miss = r["got"] != r["expected"]
