@@ -568,13 +568,15 @@ def validate_peers(*, port: Any, address: Any, vrrp_address: Any, hosts: list[st
     return errors
 
 
-def peers_section(hosts: list[str], host: str, addresses: dict[str, Any], ports: dict[str, Any]) -> dict[str, Any]:
+def peers_section(hosts: list[str], host: str, addresses: dict[str, Any], ports: dict[str, Any],
+                  chosen: set[str] | None = None) -> dict[str, Any]:
     """HAProxy's `peers` section for `host` among the gateway `hosts` (the group, in inventory order): every host
     a peer named from its inventory name, at its address (`addresses`: host -> IPv4 address on the private network,
     None where not known in this run) and port (`ports`: host -> its vllm_gateway_peers_port); `local` is this host's
     peer name (global `localpeer`). A single gateway host is its own only peer, on 127.0.0.1: enough for a reload to
     hand the table to the new process. ValueError (host, variable, fix) when an address or port is missing, not one
-    HAProxy may be given, or shared."""
+    HAProxy may be given, or shared, or when an address found from the facts (a host not in `chosen`, the hosts whose
+    address the inventory gives) is a public one: the peers protocol is not encrypted."""
     if host not in hosts:
         raise ValueError(f"{host}: not a gateway host ({', '.join(hosts)}), so it has no place among the gateway's peers")
     for h in hosts:
@@ -596,6 +598,10 @@ def peers_section(hosts: list[str], host: str, addresses: dict[str, Any], ports:
         if problem:
             raise ValueError(f"{h}: its peers address {address!r} {problem} — set vllm_gateway_peers_address on {h} to its "
                              "IPv4 address on the gateway hosts' private network")
+        if h not in (chosen or set()) and ipaddress.IPv4Address(address).is_global:
+            raise ValueError(f"{h}: its peers address {address} (its default route's, from the facts) is a public address, and the "
+                             "peers protocol is not encrypted — set vllm_gateway_peers_address (or vllm_gateway_vip_interface) on "
+                             f"{h} to its address on the gateway hosts' private network, or to {address} to accept it")
         if (address, ports[h]) in seen:
             raise ValueError(f"{h}: its peers address {address}:{ports[h]} is also {seen[address, ports[h]]}'s — give each "
                              "gateway host its own address on the private network (vllm_gateway_peers_address)")

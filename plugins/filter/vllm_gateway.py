@@ -154,7 +154,7 @@ def vllm_gateway_peers(hostvars, hosts, host, default_port):
     address and port are what the role recorded on it (__vllm_gateway_peers_address: its vllm_gateway_peers_address, else
     its vllm_gateway_vrrp_address, else the address of the VIP's interface; __vllm_gateway_peers_port), else its
     inventory's vllm_gateway_peers_address and vllm_gateway_peers_port (a host not in this run), else `default_port`.
-    A single gateway host's peer is 127.0.0.1."""
+    A single gateway host's peer is 127.0.0.1; a public address from the facts is refused (not one the inventory gives)."""
     from vllm_deploy import gateway
 
     expect(hosts, (list,), "the gateway hosts")
@@ -162,7 +162,9 @@ def vllm_gateway_peers(hostvars, hosts, host, default_port):
                  for h in hosts or []}
     ports = {str(h): _hostvar(hostvars, h, "__vllm_gateway_peers_port") or _hostvar(hostvars, h, "vllm_gateway_peers_port", default_port)
              for h in hosts or []}
-    return gateway.peers_section([str(h) for h in hosts or []], str(host), addresses, ports)
+    chosen = {str(h) for h in hosts or []
+              if _hostvar(hostvars, h, "vllm_gateway_peers_address") or _hostvar(hostvars, h, "vllm_gateway_vrrp_address")}
+    return gateway.peers_section([str(h) for h in hosts or []], str(host), addresses, ports, chosen)
 
 
 @_filter

@@ -171,11 +171,18 @@ def test_the_peers_filter_reads_each_host_s_recorded_address_and_port():
     (["gw1", "gw2"], "gw2", {"gw1": "127.0.0.1", "gw2": "10.0.0.12"}, {"gw1": 1, "gw2": 1}, "gw1: its peers address '127.0.0.1' cannot be reached"),
     (["gw1", "gw2"], "gw2", {"gw1": "10.0.0.11", "gw2": "10.0.0.12"}, {"gw1": "1 # x", "gw2": 1}, "gw1: vllm_gateway_peers_port: must be a port"),
     (["gw1"], "gw9", {}, {"gw1": 1}, "gw9: not a gateway host"),
+    (["gw1", "gw2"], "gw1", {"gw1": "10.0.0.11", "gw2": "8.8.8.8"}, {"gw1": 1, "gw2": 1},
+     "gw2: its peers address 8.8.8.8 (its default route's, from the facts) is a public address"),
 ])
 def test_peers_section_refuses_naming_the_host_and_fix(hosts, me, addrs, ports, text):
     with pytest.raises(ValueError) as err:
         gateway.peers_section(hosts, me, addrs, ports)
     assert str(err.value).startswith(text), str(err.value)
+
+
+def test_a_public_address_the_inventory_gives_is_taken():
+    section = gateway.peers_section(["gw1", "gw2"], "gw1", {"gw1": "10.0.0.11", "gw2": "8.8.8.8"}, {"gw1": 1, "gw2": 1}, {"gw2"})
+    assert section["peers"][1] == {"name": "gw2", "address": "8.8.8.8", "port": 1}
 
 
 def test_a_host_name_becomes_a_peer_name_haproxy_takes():
