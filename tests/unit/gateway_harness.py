@@ -1,6 +1,8 @@
 """The real gateway on this machine, for the tests that run it (test_gateway_body_lua.py, test_gateway_tls.py):
 the shipped haproxy.cfg.j2 rendered with the role's defaults, the files tasks/main.yml writes beside it,
-Debian's /usr/sbin/haproxy on a free port of 127.0.0.1, and recording engines behind it.
+Debian's /usr/sbin/haproxy on a free port of 127.0.0.1, and recording engines behind it. The key table's peers
+are a single gateway host's on another free port of 127.0.0.1 (test_gateway_peers.py gives two gateways both);
+reload() reloads a master_worker gateway as systemd does (SIGUSR2 to the master).
 
 A test needing what is not installed (haproxy, lua-cjson) is skipped naming the package."""
 
