@@ -12,6 +12,7 @@ what these return and nothing else:
     INFERENCE_ROUTES                    -> the routes the gateway may forward (vllm_gateway_routes)
     tls_names(hosts, extra)             -> the subject alternative names of the gateway's certificate
     vrrp_instance(hosts, host, addrs)   -> {priority, src, peers}: keepalived's view of one gateway host
+    peers_section(hosts, host, addrs, ports) -> {local, peers: [{name, address, port}]}: HAProxy's `peers` for the key table
     validate_*(...)                     -> one line per problem: host, variable, problem, fix
     ROUTING_MODES                       -> how a model's backend may pick an instance (vllm_gateway_routing)
 
@@ -526,13 +527,97 @@ def vrrp_instance(hosts: list[str], host: str, addresses: dict[str, Any]) -> dic
     return {"priority": max(1, VRRP_TOP_PRIORITY - hosts.index(host)), "src": src, "peers": peers}
 
 
+def _peer_address_error(value: Any) -> str | None:
+    """Why `value` cannot be a gateway host's peers address (one IPv4 address another host can connect to), or None."""
+    if not isinstance(value, str) or not value:
+        return "is not an IPv4 address"
+    try:
+        ip = ipaddress.IPv4Address(value)
+    except ValueError:
+        return "is not an IPv4 address"
+    if ip.is_unspecified or ip.is_multicast or ip.is_loopback or ip.is_link_local or ip == ipaddress.IPv4Address("255.255.255.255"):
+        return "cannot be reached by the other gateway hosts (0.0.0.0, loopback, multicast, link-local or broadcast)"
+    return None
+
+
+def validate_peers(*, port: Any, address: Any, vrrp_address: Any, hosts: list[str], other_ports: dict[str, Any],
+                   host: str = "") -> list[str]:
+    """HAProxy's peers between the gateway hosts (vllm_gateway_peers_port, vllm_gateway_peers_address): a port
+    1-65535 of its own, and where an address is given (or the VRRP address it defaults to) one IPv4 address the
+    other gateway hosts reach. A single gateway host's peer is 127.0.0.1: its address is not read."""
+    where = f"{host}: " if host else ""
+    errors = []
+    if not _is_int(port) or not 1 <= port <= 65535:
+        errors.append(f"{where}vllm_gateway_peers_port: must be a port 1-65535, got {port!r} — e.g. 10100 (the gateway hosts "
+                      "share their keys' counters there; open it between them only)")
+    else:
+        for var, other in other_ports.items():
+            if other is not None and other == port:
+                errors.append(f"{where}vllm_gateway_peers_port: {port} is {var} — give the peers a port of their own (e.g. 10100)")
+    if len(hosts) > 1:
+        for var, value in (("vllm_gateway_peers_address", address), ("vllm_gateway_vrrp_address", vrrp_address)):
+            if value in (None, ""):
+                continue
+            problem = _peer_address_error(value)
+            if problem:
+                errors.append(f"{where}{var}: {value!r} {problem} — give {host or 'this host'}'s own IPv4 address on the "
+                              "gateway hosts' private network (e.g. 10.0.0.11), or leave it empty for the address of the "
+                              "VIP's interface")
+            if address not in (None, ""):
+                break  # the peers address is given: the VRRP address is keepalived's alone
+    return errors
+
+
+def peers_section(hosts: list[str], host: str, addresses: dict[str, Any], ports: dict[str, Any],
+                  chosen: set[str] | None = None) -> dict[str, Any]:
+    """HAProxy's `peers` section for `host` among the gateway `hosts` (the group, in inventory order): every host
+    a peer named from its inventory name, at its address (`addresses`: host -> IPv4 address on the private network,
+    None where not known in this run) and port (`ports`: host -> its vllm_gateway_peers_port); `local` is this host's
+    peer name (global `localpeer`). A single gateway host is its own only peer, on 127.0.0.1: enough for a reload to
+    hand the table to the new process. ValueError (host, variable, fix) when an address or port is missing, not one
+    HAProxy may be given, or shared, or when an address found from the facts (a host not in `chosen`, the hosts whose
+    address the inventory gives) is a public one: the peers protocol is not encrypted."""
+    if host not in hosts:
+        raise ValueError(f"{host}: not a gateway host ({', '.join(hosts)}), so it has no place among the gateway's peers")
+    for h in hosts:
+        if not _is_int(ports.get(h)) or not 1 <= ports[h] <= 65535:
+            raise ValueError(f"{h}: vllm_gateway_peers_port: must be a port 1-65535, got {ports.get(h)!r} — e.g. 10100")
+    names = {h: haproxy_name(h) for h in hosts}
+    if len(hosts) == 1:
+        return {"local": names[host], "peers": [{"name": names[host], "address": "127.0.0.1", "port": ports[host]}]}
+    missing = [h for h in hosts if not addresses.get(h)]
+    if missing:
+        raise ValueError(
+            f"{host}: the peers address of {', '.join(missing)} is not known (no network facts in this run) — run the "
+            "gateway play on every gateway host together (e.g. -l gpu-nodes:vllm_gateway), or set vllm_gateway_peers_address "
+            f"on {', '.join(missing)}")
+    peers, seen = [], {}
+    for h in hosts:
+        address = str(addresses[h])
+        problem = _peer_address_error(address)
+        if problem:
+            raise ValueError(f"{h}: its peers address {address!r} {problem} — set vllm_gateway_peers_address on {h} to its "
+                             "IPv4 address on the gateway hosts' private network")
+        if h not in (chosen or set()) and ipaddress.IPv4Address(address).is_global:
+            raise ValueError(f"{h}: its peers address {address} (its default route's, from the facts) is a public address, and the "
+                             "peers protocol is not encrypted — set vllm_gateway_peers_address (or vllm_gateway_vip_interface) on "
+                             f"{h} to its address on the gateway hosts' private network, or to {address} to accept it")
+        if (address, ports[h]) in seen:
+            raise ValueError(f"{h}: its peers address {address}:{ports[h]} is also {seen[address, ports[h]]}'s — give each "
+                             "gateway host its own address on the private network (vllm_gateway_peers_address)")
+        seen[address, ports[h]] = h
+        peers.append({"name": names[h], "address": address, "port": ports[h]})
+    return {"local": names[host], "peers": peers}
+
+
 def validate_gateway(*, enabled: bool, group: str, groups: dict[str, list[str]], keys: Any, max_body_bytes: Any,
                      max_tokens: Any, drain_timeout: Any, host: str = "", routes: Any = None,
                      max_n: Any = None, tls: dict[str, Any] | None = None, vip: dict[str, Any] | None = None,
-                     token_window: Any = 60) -> list[str]:
+                     token_window: Any = 60, peers: dict[str, Any] | None = None) -> list[str]:
     """The gateway's own inputs: the group exists and has hosts, keys well formed, limits in range,
     the routes it forwards known inference routes, TLS (`tls`: validate_tls's inputs) consistent, the
-    virtual address (`vip`: validate_vip's inputs but the hosts, which are the group's) usable."""
+    virtual address (`vip`: validate_vip's inputs but the hosts, which are the group's) usable, the peers
+    (`peers`: validate_peers's inputs but the hosts) a port of their own and addresses the other hosts reach."""
     if not enabled:
         return []
     where = f"{host}: " if host else ""
@@ -560,6 +645,8 @@ def validate_gateway(*, enabled: bool, group: str, groups: dict[str, list[str]],
         errors += validate_tls(**tls, host=host)
     if vip is not None:
         errors += validate_vip(**vip, hosts=list(groups.get(group) or []), host=host)
+    if peers is not None:
+        errors += validate_peers(**peers, hosts=list(groups.get(group) or []), host=host)
     return errors
 
 

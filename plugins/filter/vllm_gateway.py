@@ -113,11 +113,12 @@ def vllm_gateway_served_name_errors(vllm_models, host=""):
 
 @_filter
 def vllm_gateway_errors(keys, enabled, group, groups, max_body_bytes, max_tokens, drain_timeout, host="", routes=None,
-                        max_n=None, tls=None, vip=None, token_window=60):
+                        max_n=None, tls=None, vip=None, token_window=60, peers=None):
     """The gateway's inputs: its group, the keys and their limits, body, max_tokens and n limits, the token budget's
     window, drain timeout, routes,
     TLS (`tls`: {enabled, cert, key, min_version, ciphers, ciphersuites, names, ca_dir, redirect_port, port,
-    metrics_port}, gateway.validate_tls's inputs) and the virtual address (`vip`: {vip, interface, vrid, bind})."""
+    metrics_port}, gateway.validate_tls's inputs), the virtual address (`vip`: {vip, interface, vrid, bind}) and the peers
+    (`peers`: {port, address, vrrp_address, other_ports: {variable: port}})."""
     from vllm_deploy import gateway
 
     expect(keys, (list,), "vllm_gateway_keys")
@@ -125,12 +126,14 @@ def vllm_gateway_errors(keys, enabled, group, groups, max_body_bytes, max_tokens
     expect(host, (str,), "host")
     expect(tls, (dict,), "the gateway's TLS inputs")
     expect(vip, (dict,), "the gateway's virtual address inputs")
+    expect(peers, (dict,), "the gateway's peers inputs")
     return gateway.validate_gateway(enabled=bool(enabled), group=str(group), groups=dict(groups or {}), keys=keys,
                                     max_body_bytes=max_body_bytes, max_tokens=max_tokens,
                                     drain_timeout=drain_timeout, host=str(host), routes=routes, max_n=max_n,
                                     token_window=token_window,
                                     tls=plain(tls) if tls is not None else None,
-                                    vip=plain(vip) if vip is not None else None)
+                                    vip=plain(vip) if vip is not None else None,
+                                    peers=plain(peers) if peers is not None else None)
 
 
 @_filter
@@ -143,6 +146,25 @@ def vllm_gateway_vrrp(hostvars, hosts, host):
     addresses = {str(h): _hostvar(hostvars, h, "vllm_gateway_vrrp_address") or _hostvar(hostvars, h, "__vllm_gateway_vrrp_address")
                  for h in hosts or []}
     return gateway.vrrp_instance([str(h) for h in hosts or []], str(host), addresses)
+
+
+@_filter
+def vllm_gateway_peers(hostvars, hosts, host, default_port):
+    """HAProxy's peers section for `host` among the gateway hosts: {local, peers: [{name, address, port}]}. Each host's
+    address and port are what the role recorded on it (__vllm_gateway_peers_address: its vllm_gateway_peers_address, else
+    its vllm_gateway_vrrp_address, else the address of the VIP's interface; __vllm_gateway_peers_port), else its
+    inventory's vllm_gateway_peers_address and vllm_gateway_peers_port (a host not in this run), else `default_port`.
+    A single gateway host's peer is 127.0.0.1; a public address from the facts is refused (not one the inventory gives)."""
+    from vllm_deploy import gateway
+
+    expect(hosts, (list,), "the gateway hosts")
+    addresses = {str(h): _hostvar(hostvars, h, "__vllm_gateway_peers_address") or _hostvar(hostvars, h, "vllm_gateway_peers_address")
+                 for h in hosts or []}
+    ports = {str(h): _hostvar(hostvars, h, "__vllm_gateway_peers_port") or _hostvar(hostvars, h, "vllm_gateway_peers_port", default_port)
+             for h in hosts or []}
+    chosen = {str(h) for h in hosts or []
+              if _hostvar(hostvars, h, "vllm_gateway_peers_address") or _hostvar(hostvars, h, "vllm_gateway_vrrp_address")}
+    return gateway.peers_section([str(h) for h in hosts or []], str(host), addresses, ports, chosen)
 
 
 @_filter

@@ -1,6 +1,8 @@
 """The real gateway on this machine, for the tests that run it (test_gateway_body_lua.py, test_gateway_tls.py):
 the shipped haproxy.cfg.j2 rendered with the role's defaults, the files tasks/main.yml writes beside it,
-Debian's /usr/sbin/haproxy on a free port of 127.0.0.1, and recording engines behind it.
+Debian's /usr/sbin/haproxy on a free port of 127.0.0.1, and recording engines behind it. The key table's peers
+are a single gateway host's on another free port of 127.0.0.1 (test_gateway_peers.py gives two gateways both);
+reload() reloads a master_worker gateway as systemd does (SIGUSR2 to the master).
 
 A test needing what is not installed (haproxy, lua-cjson) is skipped naming the package."""
 
@@ -10,7 +12,9 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -112,13 +116,17 @@ def backend_table(engines):
 
 
 def render_config(config_dir, port, table, **overrides) -> str:
-    """haproxy.cfg.j2 with the role's defaults and `overrides`, as the template module renders it (trim_blocks)."""
+    """haproxy.cfg.j2 with the role's defaults and `overrides`, as the template module renders it (trim_blocks).
+    The peers are a single gateway host's (gw alone, on 127.0.0.1) on a free port unless `overrides` give
+    __vllm_gateway_peers (what the role's vllm_gateway_peers filter returns)."""
     variables = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
     variables.update({
         "ansible_managed": "Ansible managed", "vllm_gateway_config_dir": str(config_dir),
         "vllm_gateway_socket": str(config_dir / "admin.sock"), "vllm_gateway_bind": "127.0.0.1",
         "vllm_gateway_port": port, "vllm_gateway_metrics_port": None, "__vllm_gateway_table": table,
+        "vllm_gateway_peers_port": overrides.pop("vllm_gateway_peers_port", None) or free_port(),
     })
+    variables["__vllm_gateway_peers"] = gateway.peers_section(["gw"], "gw", {}, {"gw": variables["vllm_gateway_peers_port"]})
     variables.update(overrides)
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROLE / "templates")), trim_blocks=True,
                              undefined=jinja2.StrictUndefined)
@@ -179,7 +187,9 @@ def running_gateway(config_dir, engine_names, keys=None, master_worker=False, en
         if "module 'cjson' not found" in check.stdout + check.stderr:
             pytest.skip("lua-cjson is not installed (Debian: apt-get install lua-cjson; make setup installs it)")
         assert check.returncode == 0, check.stdout + check.stderr
-        proc = subprocess.Popen([haproxy, *(["-W"] if master_worker else []), "-db", "-f", str(config)], env=env, stdout=subprocess.PIPE,
+        # -S: the master's own CLI, as Debian's unit starts it (EXTRAOPTS), where reload() sees the master ready again.
+        master = ["-W", "-S", str(config_dir / "master.sock")] if master_worker else []
+        proc = subprocess.Popen([haproxy, *master, "-db", "-f", str(config)], env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
         listening = [port] + [p for p in [overrides.get("vllm_gateway_http_redirect_port")] if p]
         for p in listening:
@@ -191,7 +201,7 @@ def running_gateway(config_dir, engine_names, keys=None, master_worker=False, en
                     assert proc.poll() is None, proc.stdout.read()
                     time.sleep(0.05)
         yield {"port": port, "engines": {e.name: e for e in engines}, "config": config.read_text(), "pid": proc.pid,
-               "socket": str(config_dir / "admin.sock")}
+               "socket": str(config_dir / "admin.sock"), "master_socket": str(config_dir / "master.sock")}
     finally:
         if proc is not None:
             proc.terminate()
@@ -203,12 +213,14 @@ def running_gateway(config_dir, engine_names, keys=None, master_worker=False, en
 
 # --- a running gateway's runtime API and key tool (the key and token-budget tests) --------------------
 
-def admin(gw, line):
-    """One line to HAProxy's runtime API (the gateway's admin socket): its answer."""
+def admin(gw, line, socket_key="socket"):
+    """One line to HAProxy's runtime API (the gateway's admin socket; socket_key="master_socket": the master's CLI): its answer."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(10)
-        sock.connect(gw["socket"])
+        sock.connect(gw[socket_key])
         sock.sendall(line.encode() + b"\n")
+        if socket_key == "master_socket":
+            sock.shutdown(socket.SHUT_WR)  # the master's CLI answers once the client has said all (as socat does)
         chunks = []
         while data := sock.recv(65536):
             chunks.append(data)
@@ -226,3 +238,35 @@ def key_ctl(gw, *args, stdin=""):
     run = subprocess.run([sys.executable, str(CTL), "key", *args, "--socket", gw["socket"], "--config-dir", str(gw["dir"])],
                          input=stdin, capture_output=True, text=True, timeout=30)
     return run.returncode, json.loads(run.stdout) if run.stdout.strip() else run.stderr
+
+
+def peers_ready(gw, timeout=15.0):
+    """Wait until the gateway's peers section has finished its own resync (`show peers`: flags with 0x1, learnt from
+    the local peer or nothing to learn, and 0x2, from the remote ones or none to ask): HAProxy 2.6 hands its table to
+    the next process only then. A process that found nothing to learn gets there after the 5 s resync timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        flags = re.search(r"flags=0x([0-9a-f]+)", admin(gw, "show peers"))
+        if flags and int(flags.group(1), 16) & 0x3 == 0x3:
+            return
+        assert time.monotonic() < deadline, admin(gw, "show peers")
+        time.sleep(0.1)
+
+
+def reload(gw, timeout=30.0):
+    """A reload as the role's handler does it (systemd's ExecReload: the config checked, then SIGUSR2 to the master of
+    a master_worker gateway): returns once a new worker answers on the admin socket and the master's CLI lists it (the
+    master is back in its loop, where the next SIGUSR2 is heard), with the seconds it took."""
+    master, old = processes(gw)
+    began = time.monotonic()
+    os.kill(master, signal.SIGUSR2)
+    while time.monotonic() < began + timeout:
+        try:
+            new = processes(gw)[1]
+            if new != old and re.search(rf"^{new}\s+worker\s", admin(gw, "show proc", "master_socket"), re.M):
+                return time.monotonic() - began
+        except (OSError, KeyError, ValueError):
+            pass  # a socket between the two workers, or the master between its two lives
+        time.sleep(0.02)
+    children = subprocess.run(["ps", "-o", "pid,etimes,args", "--ppid", str(master)], capture_output=True, text=True).stdout
+    raise AssertionError(f"no new worker {timeout} s after SIGUSR2 to the master {master} (worker {old}); its processes:\n{children}")
