@@ -10,7 +10,9 @@ VIP is shut down (systemd's own shutdown, what `poweroff` does). Asserted, as a 
 
 * every failed request was in flight at one same moment: the requests the stopped host held when the
   address left it; nothing sent after that moment failed;
-* the VIP answers from the other host (the engine sees the request come from it) within a few seconds.
+* the VIP answers from the other host (the engine sees the request come from it) within a few seconds;
+* the key table is shared (HAProxy peers): 80 of a key's 100-token budget spent on the stopped host, the
+  other host refuses a request for 30 more and takes one for 20.
 
 Traffic goes only to the test network's addresses, bounded in count and time. Skipped, with the reason, where
 Docker or the node image is missing."""
@@ -38,6 +40,7 @@ pytestmark = pytest.mark.playbook  # runs ansible-playbook
 
 NODE_IMAGE = os.environ.get("NODE_IMAGE", "vllm-deploy/node:bookworm")
 CLIENT_KEY = "failover-client-key-0123456789"
+BUDGET_KEY = "failover-budget-key-0123456789"  # 100 tokens a minute: spent on one host, refused by the other
 ENGINE_KEY = "failover-engine-key-0123456789"
 ENGINE_DELAY_S = 0.2      # each completion takes this long: requests are in flight when the host stops
 INTERVAL_S = 0.05         # a new request every 50 ms (20 per second), about 4 in flight at any moment
@@ -164,7 +167,8 @@ def _inventory(tmp_path, lab) -> str:
         "vars": {
             "ansible_python_interpreter": "/usr/bin/python3",
             "vllm_gateway_backend_hosts": ["engine"],
-            "vllm_gateway_keys": [{"name": "failover", "key": CLIENT_KEY}],
+            "vllm_gateway_keys": [{"name": "failover", "key": CLIENT_KEY},
+                                  {"name": "budget", "key": BUDGET_KEY, "tokens_per_min": 100}],
             "vault_vllm_api_key": ENGINE_KEY,
             "vllm_gateway_check_inter": "1s",
             "vllm_gateway_vip": lab["vip"],
@@ -207,6 +211,18 @@ def _request(vip: str, tls: ssl.SSLContext, log: list, lock: threading.Lock) -> 
         log.append({"start": start, "end": time.monotonic(), "served_by": served_by, "error": error})
 
 
+def _budget_request(vip: str, tls: ssl.SSLContext, max_tokens: int) -> tuple[int, str]:
+    """One completion with the budgeted key through the VIP: (status, body)."""
+    conn = http.client.HTTPSConnection(vip, 8080, timeout=10, context=tls)
+    try:
+        conn.request("POST", "/v1/completions", body=json.dumps({"model": "tiny", "prompt": "hi", "max_tokens": max_tokens}),
+                     headers={"Authorization": f"Bearer {BUDGET_KEY}", "Content-Type": "application/json"})
+        answer = conn.getresponse()
+        return answer.status, answer.read().decode()
+    finally:
+        conn.close()
+
+
 def _load(vip: str, tls: ssl.SSLContext, stop: threading.Event, log: list, lock: threading.Lock, threads: list) -> None:
     """Open-loop load: a new request every INTERVAL_S whether or not the earlier ones have answered (a stuck
     request does not hold back the next), until `stop` or MAX_REQUESTS."""
@@ -235,11 +251,17 @@ def test_losing_the_active_gateway_loses_only_its_requests_in_flight(tmp_path, l
     (standby,) = [n for n in lab["names"] if n != active]
     active_ip, standby_ip = lab["addresses"][active], lab["addresses"][standby]
 
+    # The key table is shared by the gateway hosts (HAProxy peers): a budget spent on the active host holds on
+    # the other after the failover. HAProxy's peers sync at start within 5 s; spend after that.
+    time.sleep(6)
+    vip = lab["vip"].split("/")[0]
+    spent = _budget_request(vip, tls, 80)
+    assert spent[0] == 200, spent
+
     log: list[dict] = []
     lock = threading.Lock()
     stop = threading.Event()
     threads: list[threading.Thread] = []
-    vip = lab["vip"].split("/")[0]
     loader = threading.Thread(target=_load, args=(vip, tls, stop, log, lock, threads), daemon=True)
     loader.start()
     try:
@@ -282,6 +304,10 @@ def test_losing_the_active_gateway_loses_only_its_requests_in_flight(tmp_path, l
     after = [r for r in log if r["start"] > max([r["start"] for r in failed], default=stopped_at)]
     assert after and all(not r["error"] for r in after)
     assert takeover_s <= TAKEOVER_LIMIT_S
+    # The other host, now behind the VIP, knows what the budgeted key spent on the stopped one.
+    status, body = _budget_request(vip, tls, 30)
+    assert status == 429 and "80 of 100 tokens" in body, (status, body)
+    assert _budget_request(vip, tls, 20)[0] == 200
     print(f"\nfailover: {len(log)} requests, {len(failed)} failed of {in_flight} in flight on {active} when it stopped, "
           f"VIP answered from {standby} {takeover_s:.2f} s after the stop began "
           f"(the stopped host was down after {down_at - stopped_at:.2f} s); deploy {deployed:.0f} s, "
