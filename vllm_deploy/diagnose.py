@@ -95,7 +95,7 @@ _PREFIX_RES = [
 # Colour codes whose escape byte was lost in a paste ("[36m(RayWorkerVllm pid=5) [0m"), a terminal's
 # "^M" for a carriage return, and a log viewer's right frame ("   │").
 _LOST_ESCAPE_RE = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m")
-_LINE_TAIL_RE = re.compile(r"(?:\^M)+$|\s+│$")
+_LINE_TAIL_RE = re.compile(r"(?:\^M)+$|(?<!\s)\s+│$")  # (?<!\s): one try per run of blanks, not one per blank
 
 
 def normalise(text) -> str:
@@ -144,7 +144,7 @@ _WARMING_UP = r"warming\s+up\s+(?:the\s+)?(?:sampler|pooler)"
 # V0's count of KV-cache blocks on the device: "# GPU blocks: N" until 0.6.2, then the platform's device name
 # (executor_base.py: "# %s blocks: %d, # CPU blocks: %d" % (current_platform.device_name, ...)): "# cuda blocks",
 # "# CUDA blocks", "# rocm blocks", "# npu blocks" (Ascend); "# CPU blocks" is the swap space, not the cache.
-_BLOCKS = r"#?\s*(?:GPU|CUDA|ROCm|NPU|XPU|HPU|TPU|neuron)\s+blocks:"
+_BLOCKS = r"(?:GPU|CUDA|ROCm|NPU|XPU|HPU|TPU|neuron)\s+blocks:"  # searched, so no anchor: a leading "#?\\s*" was quadratic on blank lines
 
 
 RULES: list[_Rule] = [
