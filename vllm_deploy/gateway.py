@@ -505,6 +505,16 @@ def validate_vip(*, vip: Any, interface: Any, vrid: Any, hosts: list[str], bind:
     return errors
 
 
+def _require_addresses(host: str, hosts: list[str], addresses: dict[str, Any], what: str, variable: str) -> None:
+    """ValueError naming the gateway hosts whose `what` address this run does not know, and the fix."""
+    missing = [h for h in hosts if not addresses.get(h)]
+    if missing:
+        raise ValueError(
+            f"{host}: the {what} address of {', '.join(missing)} is not known (no network facts in this run) — run the "
+            f"gateway play on every gateway host together (e.g. -l gpu-nodes:vllm_gateway), or set {variable} "
+            f"on {', '.join(missing)}")
+
+
 def vrrp_instance(hosts: list[str], host: str, addresses: dict[str, Any]) -> dict[str, Any]:
     """keepalived's view of `host` among the gateway `hosts` (the group, in inventory order): its priority
     (the first host VRRP_TOP_PRIORITY, each next one less), its own VRRP address and its unicast peers.
@@ -512,12 +522,7 @@ def vrrp_instance(hosts: list[str], host: str, addresses: dict[str, Any]) -> dic
     ValueError naming the hosts and the fix when a peer's address is not known."""
     if host not in hosts:
         raise ValueError(f"{host}: not a gateway host ({', '.join(hosts)}), so it holds no share of the VIP")
-    missing = [h for h in hosts if not addresses.get(h)]
-    if missing:
-        raise ValueError(
-            f"{host}: the VRRP address of {', '.join(missing)} is not known (no network facts in this run) — run the "
-            "gateway play on every gateway host together (e.g. -l gpu-nodes:vllm_gateway), or set vllm_gateway_vrrp_address "
-            f"on {', '.join(missing)}")
+    _require_addresses(host, hosts, addresses, "VRRP", "vllm_gateway_vrrp_address")
     src = str(addresses[host])
     peers = [str(addresses[h]) for h in hosts if h != host]
     if src in peers:
@@ -585,12 +590,7 @@ def peers_section(hosts: list[str], host: str, addresses: dict[str, Any], ports:
     names = {h: haproxy_name(h) for h in hosts}
     if len(hosts) == 1:
         return {"local": names[host], "peers": [{"name": names[host], "address": "127.0.0.1", "port": ports[host]}]}
-    missing = [h for h in hosts if not addresses.get(h)]
-    if missing:
-        raise ValueError(
-            f"{host}: the peers address of {', '.join(missing)} is not known (no network facts in this run) — run the "
-            "gateway play on every gateway host together (e.g. -l gpu-nodes:vllm_gateway), or set vllm_gateway_peers_address "
-            f"on {', '.join(missing)}")
+    _require_addresses(host, hosts, addresses, "peers", "vllm_gateway_peers_address")
     peers, seen = [], {}
     for h in hosts:
         address = str(addresses[h])

@@ -49,7 +49,9 @@ REQUEST_TIMEOUT_S = 3     # a request left without an answer by the stopped host
 TAKEOVER_LIMIT_S = 10     # "within seconds": the other host answers on the VIP within this of the stop
 MAX_REQUESTS = 400        # bound on the load, whatever happens
 
-PLAY = """\
+# The validation play and the facts the role reads, as deploy.yml runs them before the gateway (test_gateway_peers
+# validates with the same two plays).
+CHECK_PLAYS = """\
 - name: Validate the gateway's inputs
   hosts: vllm_gateway
   gather_facts: false
@@ -63,7 +65,8 @@ PLAY = """\
   tasks:
     - name: Gather the network facts
       ansible.builtin.setup: {gather_subset: [min, network]}
-
+"""
+PLAY = CHECK_PLAYS + """
 - name: Serve through the gateway
   hosts: vllm_gateway
   gather_facts: false

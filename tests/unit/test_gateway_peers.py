@@ -23,6 +23,7 @@ import pytest
 from conftest import filter_plugins, run_playbook
 from gateway_harness import (CLIENT_KEY, admin, backend_table, free_port, peers_ready, processes, reload, render_config,
                              running_gateway)
+from test_gateway_failover import CHECK_PLAYS
 from vllm_deploy import gateway
 
 KEYS = {
@@ -200,23 +201,6 @@ def test_validate_peers_takes_a_port_of_their_own_and_a_reachable_address(change
     assert gateway.validate_peers(**{**OK_PEERS, **change}) == []
 
 
-PLAY = """\
-- name: Validate the gateway's inputs
-  hosts: vllm_gateway
-  gather_facts: false
-  tasks:
-    - name: Validate
-      ansible.builtin.include_role: {name: vllm_gateway, tasks_from: validate_inventory}
-
-- name: Read the gateway hosts' addresses
-  hosts: vllm_gateway
-  gather_facts: false
-  tasks:
-    - name: Gather the network facts
-      ansible.builtin.setup: {gather_subset: [min, network]}
-"""
-
-
 @pytest.mark.playbook
 def test_a_bad_peers_port_or_address_is_refused_in_one_line_before_any_host_is_touched(tmp_path):
     """Two gateway hosts that do not exist (had the run gone on, it could not touch anything): each mistake is one
@@ -233,7 +217,7 @@ def test_a_bad_peers_port_or_address_is_refused_in_one_line_before_any_host_is_t
     }}
     path = tmp_path / "hosts.yml"
     path.write_text(json.dumps(inventory))
-    rc, out = run_playbook(PLAY, tmp_path=tmp_path, inventory=str(path), connection=None, timeout=120)
+    rc, out = run_playbook(CHECK_PLAYS, tmp_path=tmp_path, inventory=str(path), connection=None, timeout=120)
     assert rc != 0, out[-3000:]
     assert ("gw1: vllm_gateway_peers_port: 8080 is vllm_gateway_port — give the peers a port of their own (e.g. 10100)"
             in out), out[-3000:]
