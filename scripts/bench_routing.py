@@ -196,7 +196,7 @@ def load_fleet(inv: Path) -> dict:
 
     staging = load_staging(inv, "bench-routing")
     hosts = yaml.safe_load((inv / "hosts.yml").read_text())["all"]["children"]
-    return {**staging, "backend": gateway.backend_name(staging["model"]),
+    return {**staging, "backend": gateway.backend_name(staging["model"]), "nodes": list(hosts["gpu-nodes"]["hosts"]),
             "gateway_host": next(iter(hosts["vllm_gateway"]["hosts"]))}
 
 
@@ -230,10 +230,35 @@ def check_up(fleet: dict) -> None:
                              f"({exc}) — run `make staging` first (bench-routing needs its two nodes and the gateway)")
 
 
+def engine_ports(inv: Path, fleet_vars: str) -> list[int]:
+    """The ports of the instances each node serves (README's layout: the same instances on every node), from the
+    bench's fleet vars when they set vllm_instances, else from the inventory's group_vars."""
+    for source in ([Path(fleet_vars)] if fleet_vars else []) + [inv / "group_vars" / "gpu-nodes" / "vllm.yml"]:
+        data = yaml.safe_load(source.read_text()) or {}
+        if data.get("vllm_instances"):
+            return [int(instance["port"]) for instance in data["vllm_instances"]]
+    raise SystemExit(f"bench-routing: no vllm_instances in {fleet_vars or inv}")
+
+
+def engine_metrics(fleet: dict) -> list[str]:
+    """Every instance's /metrics, read inside its node on loopback (only node1's first port is published)."""
+    code = ("import sys, urllib.request; print(urllib.request.urlopen(urllib.request.Request(sys.argv[1], "
+            "headers={'Authorization': 'Bearer ' + sys.stdin.read().strip()}), timeout=30).read().decode())")
+    out = []
+    for node in fleet["nodes"]:
+        for port in fleet["ports"]:
+            run = subprocess.run(["docker", "exec", "-i", node, "python3", "-c", code, f"http://127.0.0.1:{port}/metrics"],
+                                 input=fleet["direct"][0][2], capture_output=True, text=True, timeout=60)
+            if run.returncode != 0:
+                raise RuntimeError(f"reading {node}:{port}/metrics failed: {run.stderr[-300:]}")
+            out.append(run.stdout)
+    return out
+
+
 def engine_counters(fleet: dict) -> dict:
     total = dict.fromkeys(CACHE_COUNTERS, 0.0)
-    for target in fleet["direct"]:
-        for name, value in counter_sums(fetch(target, "GET", "/metrics")).items():
+    for exposition in engine_metrics(fleet):
+        for name, value in counter_sums(exposition).items():
             total[name] += value
     return total
 
@@ -326,7 +351,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     inv = Path(args.inventory)
     fleet_vars = str(inv / "bench-routing.yml") if args.fleet_vars is None and (inv / "bench-routing.yml").exists() else (args.fleet_vars or "")
-    fleet = load_fleet(inv)
+    fleet = {**load_fleet(inv), "ports": engine_ports(inv, fleet_vars)}
     check_up(fleet)
     try:
         if fleet_vars:
@@ -359,9 +384,9 @@ def measure(inv: Path, fleet: dict, fleet_vars: str, args) -> dict[str, dict[str
     sample = text(random.Random(0), 100)
     per_word = json.loads(fetch(engine, "POST", "/tokenize", {"model": fleet["model"], "prompt": sample}))["count"] / 100
     doc_words = doc_words_for(max_model_len, args.turns, args.max_tokens, per_word)
-    cached = [cache_tokens(fetch(t, "GET", "/metrics")) for t in fleet["direct"]]
+    cached = [cache_tokens(exposition) for exposition in engine_metrics(fleet)]
     shapes = workloads(args)
-    print(f"bench-routing: {fleet['model']} (max_model_len {max_model_len}) on {len(fleet['direct'])} instances, KV cache "
+    print(f"bench-routing: {fleet['model']} (max_model_len {max_model_len}) on {len(cached)} instances, KV cache "
           f"{' / '.join(str(c) for c in cached)} tokens each; per pass {args.documents} documents of {doc_words} words "
           f"(about {doc_words * per_word:.0f} tokens each, {args.documents * doc_words * per_word:.0f} in all); workloads: "
           + "; ".join(f"{name}: {users} users x {turns} turns" for name, (_d, users, turns) in shapes.items())

@@ -143,3 +143,19 @@ def test_without_a_staging_fleet_the_bench_says_so_in_one_line(tmp_path):
     run = subprocess.run([sys.executable, str(SCRIPT), str(inv)], capture_output=True, text=True, timeout=60, cwd=REPO)
     assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
     assert run.stderr.startswith("bench-routing: no staging fleet: the gateway at 127.0.0.1:"), run.stderr
+
+
+def test_the_instances_read_are_the_ones_the_bench_deploys(tmp_path):
+    """Every instance's cache counters count: the ports come from the fleet vars the bench deploys (bench-routing.yml:
+    one instance per node; bench-routing-4.yml: two), else from the inventory; a file without instances is one line."""
+    staging = REPO / "inventory" / "staging"
+    assert bench_routing.engine_ports(staging, str(staging / "bench-routing.yml")) == [8000]
+    assert bench_routing.engine_ports(staging, str(staging / "bench-routing-4.yml")) == [8000, 8001]
+    assert bench_routing.engine_ports(staging, "") == [8000]  # the inventory's own group_vars
+    (tmp_path / "routing.json").write_text(json.dumps({"vllm_gateway_routing": {"tiny-llama": "prefix"}}))
+    assert bench_routing.engine_ports(staging, str(tmp_path / "routing.json")) == [8000]  # no instances: the inventory's
+    empty = tmp_path / "inv"
+    (empty / "group_vars" / "gpu-nodes").mkdir(parents=True)
+    (empty / "group_vars" / "gpu-nodes" / "vllm.yml").write_text("vllm_models: {}\n")
+    with pytest.raises(SystemExit, match="^bench-routing: no vllm_instances in "):
+        bench_routing.engine_ports(empty, "")
