@@ -360,6 +360,16 @@ RULES: list[_Rule] = [
           kind="argparse"),
     _rule("config_rejected",
           r"ValueError:\s*(?P<message>(?:max_num_batched_tokens|max_num_seqs|max_num_active_seqs)\s*\(\d+\)[^\n]+)", tier=1),
+    # An engine argument the installed vLLM does not have (removed, renamed, or newer than it), passed by a caller
+    # written for another version (OpenRLHF, LLaMA-Factory, verl...): EngineArgs is a dataclass, and LLM() passes its
+    # **kwargs on to it, so Python itself refuses the keyword: "TypeError: EngineArgs.__init__() got an unexpected
+    # keyword argument 'worker_use_ray'" (Python 3.10+ names the class; 3.8/3.9 print a bare "__init__()", placed by
+    # the traceback's `EngineArgs(` line just above it). Other classes' refusals (a model's, transformers') are not this.
+    _rule("config_rejected",
+          r"\b(?P<config>(?:Async)?EngineArgs|(?:Async)?LLMEngine|AsyncLLM|LLM)\.__init__\(\)\s+got\s+an\s+"
+          r"unexpected\s+keyword\s+argument\s+'(?P<argument>\w+)'|"
+          r"\b(?P<config2>(?:Async)?EngineArgs)\([^\n]{0,200}\n(?:[^\n]{0,300}\n){0,3}?[ \t]*TypeError:\s*__init__\(\)\s+"
+          r"got\s+an\s+unexpected\s+keyword\s+argument\s+'(?P<argument2>\w+)'", kind="kwarg"),
     # V1's attention-backend selector (platforms/cuda.py) refuses a forced backend, or finds none, for this model
     # and its flags: "Selected backend AttentionBackendEnum.FLASHINFER is not valid for this configuration.
     # Reason: ['kv_cache_dtype not supported']"; "No valid attention backend found for cuda with ... Reasons: {...}"
@@ -668,6 +678,14 @@ def _fix_config_rejected(f: dict, where: str, kind: str) -> tuple[str, str]:
                  if f.get("config") else "No attention backend of this vLLM accepts the model and its flags"),
                 "Drop --attention-backend (or VLLM_ATTENTION_BACKEND) so vLLM picks one, or the flag the reason "
                 "names (--kv-cache-dtype auto for 'kv_cache_dtype not supported'); a newer vLLM may add the support.")
+    if kind == "kwarg":
+        arg = f" '{f['argument']}'" if f.get("argument") else ""
+        return (f"This vLLM does not accept the engine argument{arg} ({f.get('config', 'EngineArgs')}): its caller "
+                "was written for another vLLM version",
+                f"The caller (a framework such as OpenRLHF, verl or LLaMA-Factory, or the deploy's engine args) passes "
+                f"an argument{arg} that this vLLM removed or renamed, or that came after it (e.g. worker_use_ray, "
+                "removed in 0.7.0: distributed_executor_backend='ray'): pin vLLM to a version the caller supports, "
+                "or upgrade the caller, or drop or rename the argument.")
     if kind == "argparse":
         return (f"vLLM's command line was refused: {f.get('message', '')}",
                 "Drop or correct that flag (`vllm serve --help` lists this version's): a sampling parameter is not "
@@ -842,7 +860,8 @@ _WRAPPER_RE = re.compile(r"Engine\s+core\s+initialization\s+failed|Engine\s+proc
 
 
 # Figures a rule reads as text, not as a number (a version keeps its dots).
-_TEXT_FIGURES = ("gpu_name", "quantization", "model_type", "peer", "config", "message", "last_version")
+_TEXT_FIGURES = ("gpu_name", "quantization", "model_type", "peer", "config", "message", "last_version", "argument",
+                 "config2", "argument2")
 
 
 def _gib(value: str, unit: str | None) -> float:
@@ -1117,6 +1136,9 @@ def _diagnose(text) -> Diagnosis:
     figures.update({k: _num(v) for k, v in m.groupdict().items()
                     if v is not None and re.fullmatch(r"-?[\d.,]+", v) and _num(v) is not None})
     figures.update({k: v.strip() for k, v in m.groupdict().items() if v is not None and k in _TEXT_FIGURES})
+    for key in ("config", "argument"):  # a rule's second wording names its groups key2
+        if key + "2" in figures:
+            figures[key] = figures.pop(key + "2")
     category, where, kind = rule.category, "", rule.kind
     if category == "unsupported_dtype_or_gpu" and re.search(r"no\s+kernel\s+image", m.group(0), re.I):
         kind = "kernel"

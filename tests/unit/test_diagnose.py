@@ -1042,3 +1042,41 @@ def test_a_notebook_traceback_quoting_vllm_s_source():
 ])
 def test_the_mq_engine_loop_s_repr_of_a_model_execution_error(line, phase):
     assert diagnose(line).phase == phase
+
+
+# --- wordings of issue 26 (round 3): from vLLM's, Python's, uvicorn's, Ray's and RL trainers' source or logs -------
+_ENGINE_ARGS_TB = ("Traceback (most recent call last):\n"
+                   '  File "/x/openrlhf/trainer/ray/vllm_engine.py", line 58, in __init__\n'
+                   "    self.llm = vllm.LLM(*args, **kwargs)\n"
+                   '  File "/x/vllm/entrypoints/llm.py", line 210, in __init__\n'
+                   "    engine_args = EngineArgs(\n")
+
+
+@pytest.mark.parametrize("log,argument", [
+    # Python 3.10+ names the dataclass: vllm/entrypoints/llm.py LLM.__init__ passes **kwargs to EngineArgs(...)
+    # (OpenRLHF/OpenRLHF#702: worker_use_ray, removed in vLLM 0.7.0)
+    (_ENGINE_ARGS_TB + "TypeError: EngineArgs.__init__() got an unexpected keyword argument 'worker_use_ray'",
+     "worker_use_ray"),
+    # the API server's AsyncEngineArgs (hiyouga/LlamaFactory#6523: limit_mm_per_prompt on vLLM 0.5.3)
+    ("TypeError: AsyncEngineArgs.__init__() got an unexpected keyword argument 'limit_mm_per_prompt'",
+     "limit_mm_per_prompt"),
+    # Python 3.8/3.9 print a bare __init__(): the traceback's EngineArgs( line just above names the class
+    (_ENGINE_ARGS_TB + "TypeError: __init__() got an unexpected keyword argument 'worker_use_ray'", "worker_use_ray"),
+    (_ENGINE_ARGS_TB + "    ^^^^^^^^^^^\nTypeError: __init__() got an unexpected keyword argument 'disable_log_requests'",
+     "disable_log_requests"),
+])
+def test_an_engine_argument_the_installed_vllm_does_not_have(log, argument):
+    r = diagnose(log)
+    assert (r.category, r.phase, r.phase_confidence, r.action) == ("config_rejected", "init", "high", "rollback")
+    assert r.figures["argument"] == argument and f"'{argument}'" in r.summary and "pin vLLM" in r.fix
+
+
+@pytest.mark.parametrize("log", [
+    # a model class's constructor (an out-of-tree model written for another vLLM) is not an engine argument
+    "TypeError: LlamaForCausalLM.__init__() got an unexpected keyword argument 'prefix'",
+    "TypeError: __init__() got an unexpected keyword argument 'prefix'",
+    # a call after start-up (LLM.generate's signature), not the engine's configuration
+    "TypeError: LLM.generate() got an unexpected keyword argument 'prompt_token_ids'",
+])
+def test_other_unexpected_keyword_arguments_are_not_the_engine_s(log):
+    assert diagnose(log).category != "config_rejected"

@@ -63,10 +63,6 @@ KNOWN_MISSES = {
         ("041-nccl-ib-completion-error-weight-sync-openrlhf.log", "phase"):
             "OpenRLHF's 'update weight' lines are not read as serving; the mlx5 completion error alone gives init",
         # The blind third's misses at its final measurement (PROTOCOL.md), left as measured:
-        ("021-config-rejected-worker-use-ray-openrlhf-v070.log", "category"):
-            "EngineArgs' TypeError 'got an unexpected keyword argument' is no wording the rules know",
-        ("021-config-rejected-worker-use-ray-openrlhf-v070.log", "phase"):
-            "a Ray actor's creation traceback through LLM.__init__ to EngineArgs(: no frame read as init",
         ("024-config-rejected-limit-mm-per-prompt-llamafactory-v053.log", "category"):
             "the excerpt ends inside LLaMA-Factory's ChatModel frame before the TypeError (in the title)",
         ("024-config-rejected-limit-mm-per-prompt-llamafactory-v053.log", "phase"):
