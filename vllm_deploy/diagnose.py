@@ -776,6 +776,7 @@ _FRAME_PHASES = [
     ("graph_capture", re.compile(r"capture_model|_capture_cudagraphs|_warmup_and_capture|capture_end|capture_begin|"
                                  r"torch\.cuda\.graph\(|CUDAGraph", re.I)),
     ("profile_run", re.compile(r"profile_run|determine_available_memory|determine_num_available_blocks|"
+                               r"profile_num_available_blocks|"  # V0 0.2-0.3's worker method
                                r"profile_cudagraph_memory", re.I)),
     ("kv_cache_allocation", re.compile(r"initialize_kv_cache|allocate_kv_cache|initialize_cache\b|_init_cache|"
                                        r"init_kv_cache|init_cache_engine|_reshape_kv_cache|bind_kv_cache|get_kv_cache_configs?\b|"
@@ -784,10 +785,11 @@ _FRAME_PHASES = [
     ("model_loading", re.compile(r"\bload_model\b|load_weights|model_loader|weight_loader|initialize_model|"
                                  r"process_weights_after_loading|"
                                  r"\bget_model\b|create_weights|make_layers|safetensors_weights_iterator", re.I)),
-    ("graph_capture", re.compile(r"compile_or_warm_up_model|_warm_up_model", re.I)),
+    ("graph_capture", re.compile(r"compile_or_warm_up_model|\b_?warm_up_model\b", re.I)),  # 0.3: warm_up_model
     # (uvicorn's run_asgi and V0 AsyncLLMEngine's generate path handle a request)
     ("serving", re.compile(r"run_asgi|async_llm_engine\.py\",?\s+line\s+\d+,\s+in\s+(?:generate|_process_request)|"
-                           r"execute_model|run_busy_loop|engine_step|step_with_batch_queue|_process_input_queue|"
+                           r"execute_model|sample_tokens|execute_dummy_batch|"
+                           r"run_busy_loop|engine_step|step_with_batch_queue|_process_input_queue|"
                            r"run_engine_loop|_process_engine_step|start_worker_execution_loop|output_handler|step_async",
                            re.I)),
     ("init", re.compile(r"\binit_device\b|\binit_model\b|init_worker_distributed_environment|_init_distributed_environment|"
@@ -949,13 +951,31 @@ def _milestone_after(text: str, end: int, milestones: list):
     return after[-1]
 
 
+# The worker method a distributed call failed in, logged by the worker just before its traceback (logger.exception):
+# V0/V1 worker_base.py and V0 0.4's ray_utils.py "Error executing method init_device. This might cause deadlock in
+# distributed execution." ({method!r} from 0.6: 'init_device'), multiproc_worker_utils.py "Exception in worker
+# VllmWorkerProcess while processing method load_model." The method names the step: init_device, load_model,
+# determine_num_available_blocks, initialize_cache, compile_or_warm_up_model, execute_model (_FRAME_PHASES).
+_WORKER_METHOD_RE = re.compile(r"(?:Error\s+executing\s+method|while\s+processing\s+method)\s+['\"]?\w+[^\n]{0,200}\n"
+                               r"[^\n]{0,40}$")
+
+
+def _traceback_start(text: str, tb: int) -> int:
+    """Where the traceback that starts at text[tb] begins, with the worker-method line logged just above it."""
+    if tb <= 0:
+        return tb
+    line = text.rfind("\n", 0, tb)
+    m = _WORKER_METHOD_RE.search(text, text.rfind("\n", 0, line) + 1, tb) if line > 0 else None
+    return m.start() if m else tb
+
+
 def _frames_near(text: str, pos: int, end: int) -> tuple[str | None, str | None, str]:
     """(phase, frame line, confidence) from the traceback frames around an error at text[pos:end].
 
     The frames above the error line are its own traceback (high); other ranks print theirs after it, and the
     API server logs output_handler only once it serves (medium). Only frame-like lines are read, so an
     INFO line that mentions "load model" is not a frame."""
-    tb = text.rfind("Traceback (most recent call last)", 0, pos)
+    tb = _traceback_start(text, text.rfind("Traceback (most recent call last)", 0, pos))
     start = tb if tb != -1 and pos - tb < 30000 else max(0, pos - 6000)
     for window, confidence in ((text[start:pos], "high"), (text[end:end + 4000], "medium")):
         frames = "\n".join(m.group(0) for m in _FRAME_LINE_RE.finditer(window))
@@ -1309,7 +1329,7 @@ def _cut_traceback(norm: str, exc: list, reached: str) -> Diagnosis | None:
         return None
     if len([line for line in norm[frames[-1].end():].splitlines()[1:] if line.strip()]) > 4:
         return None   # more than the frame's source and caret lines follows: not a traceback cut short
-    tb = norm.rfind("Traceback (most recent call last)", 0, frames[-1].start())
+    tb = _traceback_start(norm, norm.rfind("Traceback (most recent call last)", 0, frames[-1].start()))
     trace = norm[tb if tb != -1 and frames[-1].start() - tb < 30000 else max(0, frames[-1].start() - 6000):]
     joined = "\n".join(m.group(0) for m in _FRAME_LINE_RE.finditer(trace))
     phase, evidence = None, None

@@ -1080,3 +1080,43 @@ def test_an_engine_argument_the_installed_vllm_does_not_have(log, argument):
 ])
 def test_other_unexpected_keyword_arguments_are_not_the_engine_s(log):
     assert diagnose(log).category != "config_rejected"
+
+
+_RAY_TB = ("Traceback (most recent call last):\n"
+           '  File "/x/vllm/engine/ray_utils.py", line 37, in execute_method\n'
+           "    return executor(*args, **kwargs)")
+
+
+@pytest.mark.parametrize("line,phase", [
+    # V0 0.4 vllm/engine/ray_utils.py: logger.exception(f"Error executing method {method}. This might cause ...")
+    # just before the traceback (blind2 039: an excerpt cut inside it)
+    ("(RayWorkerVllm pid=14289) ERROR 04-17 09:00:33 ray_utils.py:44] Error executing method init_device. This might "
+     "cause deadlock in distributed execution.", "init"),
+    # vllm/worker/worker_base.py from 0.6 quotes it ({method!r}); V1's ray_utils.RayWorkerWrapper inherits it
+    ("ERROR 05-06 08:55:19 worker_base.py:145] Error executing method 'load_model'. This might cause deadlock in "
+     "distributed execution.", "model_loading"),
+    ("ERROR worker_base.py:145] Error executing method 'determine_num_available_blocks'. This might cause deadlock in "
+     "distributed execution.", "profile_run"),
+    ("ERROR worker_base.py:145] Error executing method 'initialize_cache'. This might cause deadlock in distributed "
+     "execution.", "kv_cache_allocation"),
+    ("ERROR worker_base.py:145] Error executing method 'compile_or_warm_up_model'. This might cause deadlock in "
+     "distributed execution.", "graph_capture"),
+    # V0 0.2-0.3 Worker methods
+    ("ERROR ray_utils.py:30] Error executing method profile_num_available_blocks. This might cause deadlock in "
+     "distributed execution.", "profile_run"),
+    ("ERROR ray_utils.py:30] Error executing method warm_up_model. This might cause deadlock in distributed "
+     "execution.", "graph_capture"),
+    # vllm/executor/multiproc_worker_utils.py: "Exception in worker %s while processing method %s."
+    ("(VllmWorkerProcess pid=29708) ERROR 09-03 12:08:10 multiproc_worker_utils.py:226] Exception in worker "
+     "VllmWorkerProcess while processing method load_model.", "model_loading"),
+    ("ERROR worker_base.py:620] Error executing method 'execute_model'. This might cause deadlock in distributed "
+     "execution.", "serving"),
+    # near miss: another line between the method line and the traceback: not this traceback's method
+    ("ERROR ray_utils.py:44] Error executing method init_device. This might cause deadlock in distributed "
+     "execution.\nINFO 04-17 09:00:34 llm_engine.py:100] Initializing an LLM engine", "unknown"),
+])
+def test_the_worker_method_logged_above_a_cut_traceback(line, phase):
+    r = diagnose(line + "\n" + _RAY_TB)
+    assert r.phase == phase
+    if phase != "unknown":
+        assert r.phase_confidence == "medium" and "method" in r.phase_evidence

@@ -71,8 +71,6 @@ KNOWN_MISSES = {
             "the excerpt ends as a Ray worker's error report starts ('Error executing metho'); OOM in the title",
         ("033-cuda-oom-graph-capture-ray-deepseek-r1-4xl40s-pp.log", "phase"):
             "Ray's interleaved output puts other workers' memory profiling after the graph-capture milestone",
-        ("039-nccl-init-device-ray-two-nodes-pynccl-v04.log", "phase"):
-            "init_device is named only in Ray's 'Error executing method init_device' line, not read as a phase",
         ("042-port-in-use-ci-uvicorn-bind-44319-launcher-debug.log", "phase"):
             "the bind fails after uvicorn's 'Application startup complete': read as serving, the collector says init",
     },
