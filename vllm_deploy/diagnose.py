@@ -89,6 +89,8 @@ _PREFIX_RES = [
     re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\d+\s+\[[\w./-]+:\d+\]\s?"),
     # CI and Kubernetes log viewers: "  | ", "│ "; torch's "[rank0]: " and C++ "[E ProcessGroupNCCL.cpp:475] "
     re.compile(r"^\s*[|│]\s?"),
+    # a markdown quote ("> ") around a log pasted into an issue or a chat
+    re.compile(r"^>[ \t]"),
     re.compile(r"^\[rank\d+\]:\s?"),
     re.compile(r"^\[[EWI](?:\d{3,4}\s+[\d:.]+)?\s+[\w.]+:\d+\]\s?"),
 ]
@@ -1027,6 +1029,10 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
     engine_loop = _ENGINE_LOOP_DEAD_RE.search(text, max(0, pos - 3000), end + 4000)
     if phase:
         out.update(phase=phase, phase_confidence=confidence, phase_evidence=frame)
+    elif category == "port_in_use" and after == "serving" and not _served_before(text, milestones, pos):
+        # uvicorn binds its socket after the app's start-up ("Application startup complete", then the bind error,
+        # then "Application shutdown"): a server that never bound never served
+        out.update(phase="init", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
     elif engine_loop:
         # the engine's serving loop died: it only runs once start-up is over
         out.update(phase="serving", phase_confidence="medium",
@@ -1070,6 +1076,19 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         # raised while the engine is configured, finds its GPUs or binds its port, before any weight is loaded
         out.update(phase="init", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
     return out
+
+
+# The API server's own start-up lines (uvicorn's, vLLM's route list and its "Starting vLLM API server"): read as
+# serving since the engine is up by then, but logged before uvicorn binds the port and serves any request.
+_SERVER_STARTING_RE = re.compile(r"Application\s+startup\s+complete|Started\s+server\s+process|Waiting\s+for\s+"
+                                 r"application\s+startup|Starting\s+vLLM\s+API\s+server|Available\s+routes\s+are",
+                                 re.I)
+
+
+def _served_before(text: str, milestones: list, pos: int) -> bool:
+    """Whether a serving milestone before pos is more than the API server starting (a request, a weight update)."""
+    return any(phase == "serving" and name != "engine_ready" and not _SERVER_STARTING_RE.match(text, start)
+               for start, name, phase, _ in milestones if start < pos)
 
 
 # torch's watchdog: "WorkNCCL(SeqNum=4967570, OpType=ALLREDUCE, ...)". Start-up (profiling run, graph capture of

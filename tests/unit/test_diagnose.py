@@ -1120,3 +1120,25 @@ def test_the_worker_method_logged_above_a_cut_traceback(line, phase):
     assert r.phase == phase
     if phase != "unknown":
         assert r.phase_confidence == "medium" and "method" in r.phase_evidence
+
+
+_UVICORN_START = ("INFO:     Started server process [1]\nINFO:     Waiting for application startup.\n"
+                  "INFO:     Application startup complete.\n")
+_BIND = "ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address already in use"
+
+
+@pytest.mark.parametrize("log,phase", [
+    # uvicorn's Server.startup binds after the app's lifespan start-up (blind 027, blind2 042)
+    (_UVICORN_START + _BIND + "\nINFO:     Waiting for application shutdown.", "init"),
+    # vLLM's route list and its API-server line come before the bind too
+    ("INFO 09-19 08:57:55 launcher.py:19] Available routes are:\n" + _UVICORN_START + _BIND, "init"),
+    # as pasted in a markdown quote around a CI log ("> " then buildkite's "  | ")
+    ("\n".join(">   | " + line for line in (_UVICORN_START + _BIND).splitlines()), "init"),
+    # near miss: a request was served before the bind error (some later bind, not the server's): serving
+    (_UVICORN_START + 'INFO:     10.0.0.1:5000 - "POST /v1/completions HTTP/1.1" 200 OK\n'
+     "OSError: [Errno 98] Address already in use", "serving"),
+])
+def test_a_bind_error_after_the_api_server_s_start_up_lines(log, phase):
+    r = diagnose(log)
+    assert (r.category, r.phase, r.phase_confidence) == ("port_in_use", phase, "medium")
+    assert r.figures.get("port") in (8000, None)

@@ -41,8 +41,6 @@ KNOWN_MISSES = {
         # The blind third's misses at its final measurement (PROTOCOL.md), left as measured:
         ("012-cuda-oom-serving-v1-engine-dead-3090.log", "category"):
             "the excerpt ends inside the EngineCore traceback before the OOM line (in the title)",
-        ("027-port-in-use-compose-embedding-after-startup.log", "phase"):
-            "the bind fails after the API server logged its start-up: read as serving, the collector says init",
     },
     "vllm-failures-blind2": {
         ("005-cuda-oom-cuda-init-torch211-rtx4090.log", "category"):
@@ -71,8 +69,6 @@ KNOWN_MISSES = {
             "the excerpt ends as a Ray worker's error report starts ('Error executing metho'); OOM in the title",
         ("033-cuda-oom-graph-capture-ray-deepseek-r1-4xl40s-pp.log", "phase"):
             "Ray's interleaved output puts other workers' memory profiling after the graph-capture milestone",
-        ("042-port-in-use-ci-uvicorn-bind-44319-launcher-debug.log", "phase"):
-            "the bind fails after uvicorn's 'Application startup complete': read as serving, the collector says init",
     },
 }
 
