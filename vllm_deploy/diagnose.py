@@ -768,7 +768,11 @@ _MILESTONES = [
         r"Started\s+server\s+process|Waiting\s+for\s+application\s+startup|Added\s+request|Received\s+request|"
         r"\"(?:POST|GET)\s+/v1/|Avg\s+prompt\s+throughput|Processed\s+prompts:\s*\d|"
         # request logs and V0's scheduler stats: requests were being served
-        r"Finished\s+request|Aborted\s+request|Running:\s*\d+\s+reqs|\"POST\s+/(?:generate|invocations|pooling|score)\b",
+        r"Finished\s+request|Aborted\s+request|Running:\s*\d+\s+reqs|\"POST\s+/(?:generate|invocations|pooling|score)\b|"
+        # an RL trainer syncing new weights into the running engines between rollouts: OpenRLHF's worker wrap
+        # (vllm_worker_wrap.py: print(f"update weight: {name}, dtype: {dtype}, shape: {shape}")) and verl's sharding
+        # manager (log_gpu_memory_usage("After sync model weights in sharding manager"))
+        r"update\s+weight:\s*\S+,\s*dtype:|sync\s+model\s+weights\s+in\s+sharding\s+manager",
         re.I)),
 ]
 # Traceback frames, most specific first: capture and profiling tracebacks share _dummy_run and model
@@ -784,6 +788,10 @@ _FRAME_PHASES = [
                                        r"init_kv_cache|init_cache_engine|_reshape_kv_cache|bind_kv_cache|get_kv_cache_configs?\b|"
                                        r"check_enough_kv_cache_memory|raise_if_cache_size_invalid|initialize_from_config",
                                        re.I)),
+    # an RL trainer's weight sync into the running engine (its load_weights is no start-up): OpenRLHF's and vLLM's
+    # RLHF examples' worker extension update_weight / update_weight_cuda_ipc / update_weights_from_ipc_handles,
+    # verl's patched LLM.sync_model_weights
+    ("serving", re.compile(r"\bupdate_weights?(?:_from_\w+|_cuda_ipc)?\b|\bsync_model_weights\b", re.I)),
     ("model_loading", re.compile(r"\bload_model\b|load_weights|model_loader|weight_loader|initialize_model|"
                                  r"process_weights_after_loading|"
                                  r"\bget_model\b|create_weights|make_layers|safetensors_weights_iterator", re.I)),
@@ -913,7 +921,8 @@ _MILESTONE_HINTS = {
     "memory_profiled": ("profiling", "instance", "reserved", "available", "estimated"),
     "kv_cache_allocated": ("blocks", "size:", "concurrency"), "capturing_cuda_graphs": ("captur", "graph"),
     "cuda_graphs_captured": ("capturing", "graph pool", "cudagraph memory"), "engine_ready": ("engine",),
-    "serving": ("startup", "uvicorn", "server", "routes", "request", "/v1/", "throughput", "prompts", "reqs", "post /"),
+    "serving": ("startup", "uvicorn", "server", "routes", "request", "/v1/", "throughput", "prompts", "reqs", "post /",
+                "update weight", "sync model weights"),
 }
 
 

@@ -1142,3 +1142,26 @@ def test_a_bind_error_after_the_api_server_s_start_up_lines(log, phase):
     r = diagnose(log)
     assert (r.category, r.phase, r.phase_confidence) == ("port_in_use", phase, "medium")
     assert r.figures.get("port") in (8000, None)
+
+
+@pytest.mark.parametrize("before,error,category,phase", [
+    # OpenRLHF's worker wrap (openrlhf/trainer/ray/vllm_worker_wrap.py update_weight) before an IB error (blind2 041)
+    ("(LLMRayActor pid=90621, ip=172.19.24.110) update weight: model.embed_tokens.weight, dtype: torch.bfloat16, "
+     "shape: torch.Size([152064, 5120])", "(LLMRayActor pid=90738, ip=172.19.24.110) mlx5: host_unknown: got "
+     "completion with error:", "nccl_error", "serving"),
+    # verl's sharding manager (log_gpu_memory_usage("After sync model weights in sharding manager"))
+    ("After sync model weights in sharding manager, memory allocated (GB): 10.52, memory reserved (GB): 12.01",
+     "RuntimeError: NCCL error: unhandled system error", "nccl_error", "serving"),
+    # the weight update's own frames: its load_weights is no start-up (vLLM's examples/offline_inference/rlhf_utils.py
+    # WorkerExtension.update_weight; OpenRLHF's update_weight_cuda_ipc; verl's LLM.sync_model_weights)
+    ("Traceback (most recent call last):\n" + _frames("x/vllm_worker_wrap:update_weight", "models/qwen2:load_weights"),
+     OOM, "cuda_oom_runtime", "serving"),
+    ("Traceback (most recent call last):\n" + _frames("third_party/vllm/llm:sync_model_weights",
+                                                      "models/llama:load_weights"), OOM, "cuda_oom_runtime", "serving"),
+    # near miss: load_weights alone is the start-up's weight loading
+    ("Traceback (most recent call last):\n" + _frames("worker/worker:load_model", "models/qwen2:load_weights"),
+     OOM, "cuda_oom_weights", "model_loading"),
+])
+def test_an_rl_trainer_s_weight_sync_is_serving(before, error, category, phase):
+    r = diagnose(before + "\n" + error)
+    assert (r.category, r.phase) == (category, phase)

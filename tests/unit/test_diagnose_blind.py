@@ -58,8 +58,6 @@ KNOWN_MISSES = {
             "a worker dies with no error of its own; that it was on a training step, serving, is only in the thread",
         ("037-unknown-kserve-division-by-zero-hf-vllm-backend.log", "phase"):
             "KServe's 'Failed to start model server' wraps a bare ZeroDivisionError: no vLLM frame or milestone",
-        ("041-nccl-ib-completion-error-weight-sync-openrlhf.log", "phase"):
-            "OpenRLHF's 'update weight' lines are not read as serving; the mlx5 completion error alone gives init",
         # The blind third's misses at its final measurement (PROTOCOL.md), left as measured:
         ("024-config-rejected-limit-mm-per-prompt-llamafactory-v053.log", "category"):
             "the excerpt ends inside LLaMA-Factory's ChatModel frame before the TypeError (in the title)",
