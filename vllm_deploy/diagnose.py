@@ -929,10 +929,32 @@ _MILESTONE_HINTS = {
 def _milestones(text: str) -> list[tuple[int, str, str, str]]:
     """(position, milestone, phase after it, confidence) for every milestone in text, by position."""
     low = text.lower()
-    return sorted((m.start(), name, phase, confidence)
-                  for name, phase, confidence, pattern in _MILESTONES
-                  if any(hint in low for hint in _MILESTONE_HINTS[name])
-                  for m in pattern.finditer(text) if text[m.start() - 1: m.start()] not in _QUOTES)
+    found = sorted((m.start(), name, phase, confidence)
+                   for name, phase, confidence, pattern in _MILESTONES
+                   if any(hint in low for hint in _MILESTONE_HINTS[name])
+                   for m in pattern.finditer(text) if text[m.start() - 1: m.start()] not in _QUOTES)
+    if "across cluster]" not in low:
+        return found
+    # Ray prints a line the first time one worker logs it and the copies of the other workers later, as one
+    # "[repeated 30x across cluster]" line (its log deduplication): such a copy of an earlier step, after a further
+    # step was logged, is no step back.
+    order = {name: i for i, (name, _, _, _) in enumerate(_MILESTONES)}
+    out, furthest = [], -1
+    for milestone in found:
+        if order[milestone[1]] < furthest and _RAY_REPEATED_RE.search(
+                text, milestone[0], min(_line_end(text, milestone[0]), milestone[0] + 4000)):
+            continue
+        out.append(milestone)
+        furthest = max(furthest, order[milestone[1]])
+    return out
+
+
+_RAY_REPEATED_RE = re.compile(r"\[repeated\s+\d+x\s+across\s+cluster\]", re.I)
+
+
+def _line_end(text: str, pos: int) -> int:
+    end = text.find("\n", pos)
+    return len(text) if end == -1 else end
 
 
 # A milestone's words right after a quote are vLLM's source (logger.info("Loading model weights took ...") quoted

@@ -1165,3 +1165,22 @@ def test_a_bind_error_after_the_api_server_s_start_up_lines(log, phase):
 def test_an_rl_trainer_s_weight_sync_is_serving(before, error, category, phase):
     r = diagnose(before + "\n" + error)
     assert (r.category, r.phase) == (category, phase)
+
+
+_PROFILED = ("(RayWorkerWrapper pid=1463574, ip=192.168.10.60) INFO 03-27 10:29:01 [worker.py:267] Memory profiling "
+             "takes 4.26 seconds")
+_CAPTURING = ("(RayWorkerWrapper pid=1861983) INFO 03-27 10:29:03 [model_runner.py:1442] Capturing cudagraphs for "
+              "decoding. This may lead to unexpected consequences if the model is not static.")
+
+
+@pytest.mark.parametrize("log,category,phase", [
+    # Ray's log deduplication prints the other workers' copies of an earlier line late (blind2 033: the memory
+    # profiling of 30 workers after one worker's graph-capture line): no step back
+    ([_CAPTURING, _PROFILED + " [repeated 30x across cluster]"], "cuda_oom_after_kv", "graph_capture"),
+    ([_CAPTURING, _PROFILED + " [repeated 30x across cluster]", OOM], "cuda_oom_after_kv", "graph_capture"),
+    # near miss: the same line without Ray's mark is read where it stands
+    ([_CAPTURING, _PROFILED, OOM], "cuda_oom_after_kv", "kv_cache_allocation"),
+])
+def test_ray_s_late_copies_of_earlier_lines_are_no_step_back(log, category, phase):
+    r = diagnose("\n".join(log))
+    assert (r.category, r.phase) == (category, phase)

@@ -63,10 +63,6 @@ KNOWN_MISSES = {
             "the excerpt ends inside LLaMA-Factory's ChatModel frame before the TypeError (in the title)",
         ("024-config-rejected-limit-mm-per-prompt-llamafactory-v053.log", "phase"):
             "only LLaMA-Factory frames, cut before any of vLLM's",
-        ("033-cuda-oom-graph-capture-ray-deepseek-r1-4xl40s-pp.log", "category"):
-            "the excerpt ends as a Ray worker's error report starts ('Error executing metho'); OOM in the title",
-        ("033-cuda-oom-graph-capture-ray-deepseek-r1-4xl40s-pp.log", "phase"):
-            "Ray's interleaved output puts other workers' memory profiling after the graph-capture milestone",
     },
 }
 
