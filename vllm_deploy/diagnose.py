@@ -89,6 +89,8 @@ _PREFIX_RES = [
     re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\d+\s+\[[\w./-]+:\d+\]\s?"),
     # CI and Kubernetes log viewers: "  | ", "│ "; torch's "[rank0]: " and C++ "[E ProcessGroupNCCL.cpp:475] "
     re.compile(r"^\s*[|│]\s?"),
+    # a markdown quote ("> ") around a log pasted into an issue or a chat
+    re.compile(r"^>[ \t]"),
     re.compile(r"^\[rank\d+\]:\s?"),
     re.compile(r"^\[[EWI](?:\d{3,4}\s+[\d:.]+)?\s+[\w.]+:\d+\]\s?"),
 ]
@@ -360,6 +362,16 @@ RULES: list[_Rule] = [
           kind="argparse"),
     _rule("config_rejected",
           r"ValueError:\s*(?P<message>(?:max_num_batched_tokens|max_num_seqs|max_num_active_seqs)\s*\(\d+\)[^\n]+)", tier=1),
+    # An engine argument the installed vLLM does not have (removed, renamed, or newer than it), passed by a caller
+    # written for another version (OpenRLHF, LLaMA-Factory, verl...): EngineArgs is a dataclass, and LLM() passes its
+    # **kwargs on to it, so Python itself refuses the keyword: "TypeError: EngineArgs.__init__() got an unexpected
+    # keyword argument 'worker_use_ray'" (Python 3.10+ names the class; 3.8/3.9 print a bare "__init__()", placed by
+    # the traceback's `EngineArgs(` line just above it). Other classes' refusals (a model's, transformers') are not this.
+    _rule("config_rejected",
+          r"\b(?P<config>(?:Async)?EngineArgs|(?:Async)?LLMEngine|AsyncLLM|LLM)\.__init__\(\)\s+got\s+an\s+"
+          r"unexpected\s+keyword\s+argument\s+'(?P<argument>\w+)'|"
+          r"\b(?P<config2>(?:Async)?EngineArgs)\([^\n]{0,200}\n(?:[^\n]{0,300}\n){0,3}?[ \t]*TypeError:\s*__init__\(\)\s+"
+          r"got\s+an\s+unexpected\s+keyword\s+argument\s+'(?P<argument2>\w+)'", kind="kwarg"),
     # V1's attention-backend selector (platforms/cuda.py) refuses a forced backend, or finds none, for this model
     # and its flags: "Selected backend AttentionBackendEnum.FLASHINFER is not valid for this configuration.
     # Reason: ['kv_cache_dtype not supported']"; "No valid attention backend found for cuda with ... Reasons: {...}"
@@ -668,6 +680,14 @@ def _fix_config_rejected(f: dict, where: str, kind: str) -> tuple[str, str]:
                  if f.get("config") else "No attention backend of this vLLM accepts the model and its flags"),
                 "Drop --attention-backend (or VLLM_ATTENTION_BACKEND) so vLLM picks one, or the flag the reason "
                 "names (--kv-cache-dtype auto for 'kv_cache_dtype not supported'); a newer vLLM may add the support.")
+    if kind == "kwarg":
+        arg = f" '{f['argument']}'" if f.get("argument") else ""
+        return (f"This vLLM does not accept the engine argument{arg} ({f.get('config', 'EngineArgs')}): its caller "
+                "was written for another vLLM version",
+                f"The caller (a framework such as OpenRLHF, verl or LLaMA-Factory, or the deploy's engine args) passes "
+                f"an argument{arg} that this vLLM removed or renamed, or that came after it (e.g. worker_use_ray, "
+                "removed in 0.7.0: distributed_executor_backend='ray'): pin vLLM to a version the caller supports, "
+                "or upgrade the caller, or drop or rename the argument.")
     if kind == "argparse":
         return (f"vLLM's command line was refused: {f.get('message', '')}",
                 "Drop or correct that flag (`vllm serve --help` lists this version's): a sampling parameter is not "
@@ -748,7 +768,11 @@ _MILESTONES = [
         r"Started\s+server\s+process|Waiting\s+for\s+application\s+startup|Added\s+request|Received\s+request|"
         r"\"(?:POST|GET)\s+/v1/|Avg\s+prompt\s+throughput|Processed\s+prompts:\s*\d|"
         # request logs and V0's scheduler stats: requests were being served
-        r"Finished\s+request|Aborted\s+request|Running:\s*\d+\s+reqs|\"POST\s+/(?:generate|invocations|pooling|score)\b",
+        r"Finished\s+request|Aborted\s+request|Running:\s*\d+\s+reqs|\"POST\s+/(?:generate|invocations|pooling|score)\b|"
+        # an RL trainer syncing new weights into the running engines between rollouts: OpenRLHF's worker wrap
+        # (vllm_worker_wrap.py: print(f"update weight: {name}, dtype: {dtype}, shape: {shape}")) and verl's sharding
+        # manager (log_gpu_memory_usage("After sync model weights in sharding manager"))
+        r"update\s+weight:\s*\S+,\s*dtype:|sync\s+model\s+weights\s+in\s+sharding\s+manager",
         re.I)),
 ]
 # Traceback frames, most specific first: capture and profiling tracebacks share _dummy_run and model
@@ -758,18 +782,24 @@ _FRAME_PHASES = [
     ("graph_capture", re.compile(r"capture_model|_capture_cudagraphs|_warmup_and_capture|capture_end|capture_begin|"
                                  r"torch\.cuda\.graph\(|CUDAGraph", re.I)),
     ("profile_run", re.compile(r"profile_run|determine_available_memory|determine_num_available_blocks|"
+                               r"profile_num_available_blocks|"  # V0 0.2-0.3's worker method
                                r"profile_cudagraph_memory", re.I)),
     ("kv_cache_allocation", re.compile(r"initialize_kv_cache|allocate_kv_cache|initialize_cache\b|_init_cache|"
                                        r"init_kv_cache|init_cache_engine|_reshape_kv_cache|bind_kv_cache|get_kv_cache_configs?\b|"
                                        r"check_enough_kv_cache_memory|raise_if_cache_size_invalid|initialize_from_config",
                                        re.I)),
+    # an RL trainer's weight sync into the running engine (its load_weights is no start-up): OpenRLHF's and vLLM's
+    # RLHF examples' worker extension update_weight / update_weight_cuda_ipc / update_weights_from_ipc_handles,
+    # verl's patched LLM.sync_model_weights
+    ("serving", re.compile(r"\bupdate_weights?(?:_from_\w+|_cuda_ipc)?\b|\bsync_model_weights\b", re.I)),
     ("model_loading", re.compile(r"\bload_model\b|load_weights|model_loader|weight_loader|initialize_model|"
                                  r"process_weights_after_loading|"
                                  r"\bget_model\b|create_weights|make_layers|safetensors_weights_iterator", re.I)),
-    ("graph_capture", re.compile(r"compile_or_warm_up_model|_warm_up_model", re.I)),
+    ("graph_capture", re.compile(r"compile_or_warm_up_model|\b_?warm_up_model\b", re.I)),  # 0.3: warm_up_model
     # (uvicorn's run_asgi and V0 AsyncLLMEngine's generate path handle a request)
     ("serving", re.compile(r"run_asgi|async_llm_engine\.py\",?\s+line\s+\d+,\s+in\s+(?:generate|_process_request)|"
-                           r"execute_model|run_busy_loop|engine_step|step_with_batch_queue|_process_input_queue|"
+                           r"execute_model|sample_tokens|execute_dummy_batch|"
+                           r"run_busy_loop|engine_step|step_with_batch_queue|_process_input_queue|"
                            r"run_engine_loop|_process_engine_step|start_worker_execution_loop|output_handler|step_async",
                            re.I)),
     ("init", re.compile(r"\binit_device\b|\binit_model\b|init_worker_distributed_environment|_init_distributed_environment|"
@@ -842,7 +872,8 @@ _WRAPPER_RE = re.compile(r"Engine\s+core\s+initialization\s+failed|Engine\s+proc
 
 
 # Figures a rule reads as text, not as a number (a version keeps its dots).
-_TEXT_FIGURES = ("gpu_name", "quantization", "model_type", "peer", "config", "message", "last_version")
+_TEXT_FIGURES = ("gpu_name", "quantization", "model_type", "peer", "config", "message", "last_version", "argument",
+                 "config2", "argument2")
 
 
 def _gib(value: str, unit: str | None) -> float:
@@ -890,17 +921,40 @@ _MILESTONE_HINTS = {
     "memory_profiled": ("profiling", "instance", "reserved", "available", "estimated"),
     "kv_cache_allocated": ("blocks", "size:", "concurrency"), "capturing_cuda_graphs": ("captur", "graph"),
     "cuda_graphs_captured": ("capturing", "graph pool", "cudagraph memory"), "engine_ready": ("engine",),
-    "serving": ("startup", "uvicorn", "server", "routes", "request", "/v1/", "throughput", "prompts", "reqs", "post /"),
+    "serving": ("startup", "uvicorn", "server", "routes", "request", "/v1/", "throughput", "prompts", "reqs", "post /",
+                "update weight", "sync model weights"),
 }
 
 
 def _milestones(text: str) -> list[tuple[int, str, str, str]]:
     """(position, milestone, phase after it, confidence) for every milestone in text, by position."""
     low = text.lower()
-    return sorted((m.start(), name, phase, confidence)
-                  for name, phase, confidence, pattern in _MILESTONES
-                  if any(hint in low for hint in _MILESTONE_HINTS[name])
-                  for m in pattern.finditer(text) if text[m.start() - 1: m.start()] not in _QUOTES)
+    found = sorted((m.start(), name, phase, confidence)
+                   for name, phase, confidence, pattern in _MILESTONES
+                   if any(hint in low for hint in _MILESTONE_HINTS[name])
+                   for m in pattern.finditer(text) if text[m.start() - 1: m.start()] not in _QUOTES)
+    if "across cluster]" not in low:
+        return found
+    # Ray prints a line the first time one worker logs it and the copies of the other workers later, as one
+    # "[repeated 30x across cluster]" line (its log deduplication): such a copy of an earlier step, after a further
+    # step was logged, is no step back.
+    order = {name: i for i, (name, _, _, _) in enumerate(_MILESTONES)}
+    out, furthest = [], -1
+    for milestone in found:
+        if order[milestone[1]] < furthest and _RAY_REPEATED_RE.search(
+                text, milestone[0], min(_line_end(text, milestone[0]), milestone[0] + 4000)):
+            continue
+        out.append(milestone)
+        furthest = max(furthest, order[milestone[1]])
+    return out
+
+
+_RAY_REPEATED_RE = re.compile(r"\[repeated\s+\d+x\s+across\s+cluster\]", re.I)
+
+
+def _line_end(text: str, pos: int) -> int:
+    end = text.find("\n", pos)
+    return len(text) if end == -1 else end
 
 
 # A milestone's words right after a quote are vLLM's source (logger.info("Loading model weights took ...") quoted
@@ -930,13 +984,31 @@ def _milestone_after(text: str, end: int, milestones: list):
     return after[-1]
 
 
+# The worker method a distributed call failed in, logged by the worker just before its traceback (logger.exception):
+# V0/V1 worker_base.py and V0 0.4's ray_utils.py "Error executing method init_device. This might cause deadlock in
+# distributed execution." ({method!r} from 0.6: 'init_device'), multiproc_worker_utils.py "Exception in worker
+# VllmWorkerProcess while processing method load_model." The method names the step: init_device, load_model,
+# determine_num_available_blocks, initialize_cache, compile_or_warm_up_model, execute_model (_FRAME_PHASES).
+_WORKER_METHOD_RE = re.compile(r"(?:Error\s+executing\s+method|while\s+processing\s+method)\s+['\"]?\w+[^\n]{0,200}\n"
+                               r"[^\n]{0,40}$")
+
+
+def _traceback_start(text: str, tb: int) -> int:
+    """Where the traceback that starts at text[tb] begins, with the worker-method line logged just above it."""
+    if tb <= 0:
+        return tb
+    line = text.rfind("\n", 0, tb)
+    m = _WORKER_METHOD_RE.search(text, text.rfind("\n", 0, line) + 1, tb) if line > 0 else None
+    return m.start() if m else tb
+
+
 def _frames_near(text: str, pos: int, end: int) -> tuple[str | None, str | None, str]:
     """(phase, frame line, confidence) from the traceback frames around an error at text[pos:end].
 
     The frames above the error line are its own traceback (high); other ranks print theirs after it, and the
     API server logs output_handler only once it serves (medium). Only frame-like lines are read, so an
     INFO line that mentions "load model" is not a frame."""
-    tb = text.rfind("Traceback (most recent call last)", 0, pos)
+    tb = _traceback_start(text, text.rfind("Traceback (most recent call last)", 0, pos))
     start = tb if tb != -1 and pos - tb < 30000 else max(0, pos - 6000)
     for window, confidence in ((text[start:pos], "high"), (text[end:end + 4000], "medium")):
         frames = "\n".join(m.group(0) for m in _FRAME_LINE_RE.finditer(window))
@@ -988,6 +1060,10 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
     engine_loop = _ENGINE_LOOP_DEAD_RE.search(text, max(0, pos - 3000), end + 4000)
     if phase:
         out.update(phase=phase, phase_confidence=confidence, phase_evidence=frame)
+    elif category == "port_in_use" and after == "serving" and not _served_before(text, milestones, pos):
+        # uvicorn binds its socket after the app's start-up ("Application startup complete", then the bind error,
+        # then "Application shutdown"): a server that never bound never served
+        out.update(phase="init", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
     elif engine_loop:
         # the engine's serving loop died: it only runs once start-up is over
         out.update(phase="serving", phase_confidence="medium",
@@ -1031,6 +1107,19 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         # raised while the engine is configured, finds its GPUs or binds its port, before any weight is loaded
         out.update(phase="init", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
     return out
+
+
+# The API server's own start-up lines (uvicorn's, vLLM's route list and its "Starting vLLM API server"): read as
+# serving since the engine is up by then, but logged before uvicorn binds the port and serves any request.
+_SERVER_STARTING_RE = re.compile(r"Application\s+startup\s+complete|Started\s+server\s+process|Waiting\s+for\s+"
+                                 r"application\s+startup|Starting\s+vLLM\s+API\s+server|Available\s+routes\s+are",
+                                 re.I)
+
+
+def _served_before(text: str, milestones: list, pos: int) -> bool:
+    """Whether a serving milestone before pos is more than the API server starting (a request, a weight update)."""
+    return any(phase == "serving" and name != "engine_ready" and not _SERVER_STARTING_RE.match(text, start)
+               for start, name, phase, _ in milestones if start < pos)
 
 
 # torch's watchdog: "WorkNCCL(SeqNum=4967570, OpType=ALLREDUCE, ...)". Start-up (profiling run, graph capture of
@@ -1117,6 +1206,9 @@ def _diagnose(text) -> Diagnosis:
     figures.update({k: _num(v) for k, v in m.groupdict().items()
                     if v is not None and re.fullmatch(r"-?[\d.,]+", v) and _num(v) is not None})
     figures.update({k: v.strip() for k, v in m.groupdict().items() if v is not None and k in _TEXT_FIGURES})
+    for key in ("config", "argument"):  # a rule's second wording names its groups key2
+        if key + "2" in figures:
+            figures[key] = figures.pop(key + "2")
     category, where, kind = rule.category, "", rule.kind
     if category == "unsupported_dtype_or_gpu" and re.search(r"no\s+kernel\s+image", m.group(0), re.I):
         kind = "kernel"
@@ -1287,7 +1379,7 @@ def _cut_traceback(norm: str, exc: list, reached: str) -> Diagnosis | None:
         return None
     if len([line for line in norm[frames[-1].end():].splitlines()[1:] if line.strip()]) > 4:
         return None   # more than the frame's source and caret lines follows: not a traceback cut short
-    tb = norm.rfind("Traceback (most recent call last)", 0, frames[-1].start())
+    tb = _traceback_start(norm, norm.rfind("Traceback (most recent call last)", 0, frames[-1].start()))
     trace = norm[tb if tb != -1 and frames[-1].start() - tb < 30000 else max(0, frames[-1].start() - 6000):]
     joined = "\n".join(m.group(0) for m in _FRAME_LINE_RE.finditer(trace))
     phase, evidence = None, None

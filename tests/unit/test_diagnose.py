@@ -1042,3 +1042,145 @@ def test_a_notebook_traceback_quoting_vllm_s_source():
 ])
 def test_the_mq_engine_loop_s_repr_of_a_model_execution_error(line, phase):
     assert diagnose(line).phase == phase
+
+
+# --- wordings of issue 26 (round 3): from vLLM's, Python's, uvicorn's, Ray's and RL trainers' source or logs -------
+_ENGINE_ARGS_TB = ("Traceback (most recent call last):\n"
+                   '  File "/x/openrlhf/trainer/ray/vllm_engine.py", line 58, in __init__\n'
+                   "    self.llm = vllm.LLM(*args, **kwargs)\n"
+                   '  File "/x/vllm/entrypoints/llm.py", line 210, in __init__\n'
+                   "    engine_args = EngineArgs(\n")
+
+
+@pytest.mark.parametrize("log,argument", [
+    # Python 3.10+ names the dataclass: vllm/entrypoints/llm.py LLM.__init__ passes **kwargs to EngineArgs(...)
+    # (OpenRLHF/OpenRLHF#702: worker_use_ray, removed in vLLM 0.7.0)
+    (_ENGINE_ARGS_TB + "TypeError: EngineArgs.__init__() got an unexpected keyword argument 'worker_use_ray'",
+     "worker_use_ray"),
+    # the API server's AsyncEngineArgs (hiyouga/LlamaFactory#6523: limit_mm_per_prompt on vLLM 0.5.3)
+    ("TypeError: AsyncEngineArgs.__init__() got an unexpected keyword argument 'limit_mm_per_prompt'",
+     "limit_mm_per_prompt"),
+    # Python 3.8/3.9 print a bare __init__(): the traceback's EngineArgs( line just above names the class
+    (_ENGINE_ARGS_TB + "TypeError: __init__() got an unexpected keyword argument 'worker_use_ray'", "worker_use_ray"),
+    (_ENGINE_ARGS_TB + "    ^^^^^^^^^^^\nTypeError: __init__() got an unexpected keyword argument 'disable_log_requests'",
+     "disable_log_requests"),
+])
+def test_an_engine_argument_the_installed_vllm_does_not_have(log, argument):
+    r = diagnose(log)
+    assert (r.category, r.phase, r.phase_confidence, r.action) == ("config_rejected", "init", "high", "rollback")
+    assert r.figures["argument"] == argument and f"'{argument}'" in r.summary and "pin vLLM" in r.fix
+
+
+@pytest.mark.parametrize("log", [
+    # a model class's constructor (an out-of-tree model written for another vLLM) is not an engine argument
+    "TypeError: LlamaForCausalLM.__init__() got an unexpected keyword argument 'prefix'",
+    "TypeError: __init__() got an unexpected keyword argument 'prefix'",
+    # a call after start-up (LLM.generate's signature), not the engine's configuration
+    "TypeError: LLM.generate() got an unexpected keyword argument 'prompt_token_ids'",
+])
+def test_other_unexpected_keyword_arguments_are_not_the_engine_s(log):
+    assert diagnose(log).category != "config_rejected"
+
+
+_RAY_TB = ("Traceback (most recent call last):\n"
+           '  File "/x/vllm/engine/ray_utils.py", line 37, in execute_method\n'
+           "    return executor(*args, **kwargs)")
+
+
+@pytest.mark.parametrize("line,phase", [
+    # V0 0.4 vllm/engine/ray_utils.py: logger.exception(f"Error executing method {method}. This might cause ...")
+    # just before the traceback (blind2 039: an excerpt cut inside it)
+    ("(RayWorkerVllm pid=14289) ERROR 04-17 09:00:33 ray_utils.py:44] Error executing method init_device. This might "
+     "cause deadlock in distributed execution.", "init"),
+    # vllm/worker/worker_base.py from 0.6 quotes it ({method!r}); V1's ray_utils.RayWorkerWrapper inherits it
+    ("ERROR 05-06 08:55:19 worker_base.py:145] Error executing method 'load_model'. This might cause deadlock in "
+     "distributed execution.", "model_loading"),
+    ("ERROR worker_base.py:145] Error executing method 'determine_num_available_blocks'. This might cause deadlock in "
+     "distributed execution.", "profile_run"),
+    ("ERROR worker_base.py:145] Error executing method 'initialize_cache'. This might cause deadlock in distributed "
+     "execution.", "kv_cache_allocation"),
+    ("ERROR worker_base.py:145] Error executing method 'compile_or_warm_up_model'. This might cause deadlock in "
+     "distributed execution.", "graph_capture"),
+    # V0 0.2-0.3 Worker methods
+    ("ERROR ray_utils.py:30] Error executing method profile_num_available_blocks. This might cause deadlock in "
+     "distributed execution.", "profile_run"),
+    ("ERROR ray_utils.py:30] Error executing method warm_up_model. This might cause deadlock in distributed "
+     "execution.", "graph_capture"),
+    # vllm/executor/multiproc_worker_utils.py: "Exception in worker %s while processing method %s."
+    ("(VllmWorkerProcess pid=29708) ERROR 09-03 12:08:10 multiproc_worker_utils.py:226] Exception in worker "
+     "VllmWorkerProcess while processing method load_model.", "model_loading"),
+    ("ERROR worker_base.py:620] Error executing method 'execute_model'. This might cause deadlock in distributed "
+     "execution.", "serving"),
+    # near miss: another line between the method line and the traceback: not this traceback's method
+    ("ERROR ray_utils.py:44] Error executing method init_device. This might cause deadlock in distributed "
+     "execution.\nINFO 04-17 09:00:34 llm_engine.py:100] Initializing an LLM engine", "unknown"),
+])
+def test_the_worker_method_logged_above_a_cut_traceback(line, phase):
+    r = diagnose(line + "\n" + _RAY_TB)
+    assert r.phase == phase
+    if phase != "unknown":
+        assert r.phase_confidence == "medium" and "method" in r.phase_evidence
+
+
+_UVICORN_START = ("INFO:     Started server process [1]\nINFO:     Waiting for application startup.\n"
+                  "INFO:     Application startup complete.\n")
+_BIND = "ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address already in use"
+
+
+@pytest.mark.parametrize("log,phase", [
+    # uvicorn's Server.startup binds after the app's lifespan start-up (blind 027, blind2 042)
+    (_UVICORN_START + _BIND + "\nINFO:     Waiting for application shutdown.", "init"),
+    # vLLM's route list and its API-server line come before the bind too
+    ("INFO 09-19 08:57:55 launcher.py:19] Available routes are:\n" + _UVICORN_START + _BIND, "init"),
+    # as pasted in a markdown quote around a CI log ("> " then buildkite's "  | ")
+    ("\n".join(">   | " + line for line in (_UVICORN_START + _BIND).splitlines()), "init"),
+    # near miss: a request was served before the bind error (some later bind, not the server's): serving
+    (_UVICORN_START + 'INFO:     10.0.0.1:5000 - "POST /v1/completions HTTP/1.1" 200 OK\n'
+     "OSError: [Errno 98] Address already in use", "serving"),
+])
+def test_a_bind_error_after_the_api_server_s_start_up_lines(log, phase):
+    r = diagnose(log)
+    assert (r.category, r.phase, r.phase_confidence) == ("port_in_use", phase, "medium")
+    assert r.figures.get("port") in (8000, None)
+
+
+@pytest.mark.parametrize("before,error,category,phase", [
+    # OpenRLHF's worker wrap (openrlhf/trainer/ray/vllm_worker_wrap.py update_weight) before an IB error (blind2 041)
+    ("(LLMRayActor pid=90621, ip=172.19.24.110) update weight: model.embed_tokens.weight, dtype: torch.bfloat16, "
+     "shape: torch.Size([152064, 5120])", "(LLMRayActor pid=90738, ip=172.19.24.110) mlx5: host_unknown: got "
+     "completion with error:", "nccl_error", "serving"),
+    # verl's sharding manager (log_gpu_memory_usage("After sync model weights in sharding manager"))
+    ("After sync model weights in sharding manager, memory allocated (GB): 10.52, memory reserved (GB): 12.01",
+     "RuntimeError: NCCL error: unhandled system error", "nccl_error", "serving"),
+    # the weight update's own frames: its load_weights is no start-up (vLLM's examples/offline_inference/rlhf_utils.py
+    # WorkerExtension.update_weight; OpenRLHF's update_weight_cuda_ipc; verl's LLM.sync_model_weights)
+    ("Traceback (most recent call last):\n" + _frames("x/vllm_worker_wrap:update_weight", "models/qwen2:load_weights"),
+     OOM, "cuda_oom_runtime", "serving"),
+    ("Traceback (most recent call last):\n" + _frames("third_party/vllm/llm:sync_model_weights",
+                                                      "models/llama:load_weights"), OOM, "cuda_oom_runtime", "serving"),
+    # near miss: load_weights alone is the start-up's weight loading
+    ("Traceback (most recent call last):\n" + _frames("worker/worker:load_model", "models/qwen2:load_weights"),
+     OOM, "cuda_oom_weights", "model_loading"),
+])
+def test_an_rl_trainer_s_weight_sync_is_serving(before, error, category, phase):
+    r = diagnose(before + "\n" + error)
+    assert (r.category, r.phase) == (category, phase)
+
+
+_PROFILED = ("(RayWorkerWrapper pid=1463574, ip=192.168.10.60) INFO 03-27 10:29:01 [worker.py:267] Memory profiling "
+             "takes 4.26 seconds")
+_CAPTURING = ("(RayWorkerWrapper pid=1861983) INFO 03-27 10:29:03 [model_runner.py:1442] Capturing cudagraphs for "
+              "decoding. This may lead to unexpected consequences if the model is not static.")
+
+
+@pytest.mark.parametrize("log,category,phase", [
+    # Ray's log deduplication prints the other workers' copies of an earlier line late (blind2 033: the memory
+    # profiling of 30 workers after one worker's graph-capture line): no step back
+    ([_CAPTURING, _PROFILED + " [repeated 30x across cluster]"], "cuda_oom_after_kv", "graph_capture"),
+    ([_CAPTURING, _PROFILED + " [repeated 30x across cluster]", OOM], "cuda_oom_after_kv", "graph_capture"),
+    # near miss: the same line without Ray's mark is read where it stands
+    ([_CAPTURING, _PROFILED, OOM], "cuda_oom_after_kv", "kv_cache_allocation"),
+])
+def test_ray_s_late_copies_of_earlier_lines_are_no_step_back(log, category, phase):
+    r = diagnose("\n".join(log))
+    assert (r.category, r.phase) == (category, phase)

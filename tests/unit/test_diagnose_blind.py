@@ -41,8 +41,6 @@ KNOWN_MISSES = {
         # The blind third's misses at its final measurement (PROTOCOL.md), left as measured:
         ("012-cuda-oom-serving-v1-engine-dead-3090.log", "category"):
             "the excerpt ends inside the EngineCore traceback before the OOM line (in the title)",
-        ("027-port-in-use-compose-embedding-after-startup.log", "phase"):
-            "the bind fails after the API server logged its start-up: read as serving, the collector says init",
     },
     "vllm-failures-blind2": {
         ("005-cuda-oom-cuda-init-torch211-rtx4090.log", "category"):
@@ -60,25 +58,11 @@ KNOWN_MISSES = {
             "a worker dies with no error of its own; that it was on a training step, serving, is only in the thread",
         ("037-unknown-kserve-division-by-zero-hf-vllm-backend.log", "phase"):
             "KServe's 'Failed to start model server' wraps a bare ZeroDivisionError: no vLLM frame or milestone",
-        ("041-nccl-ib-completion-error-weight-sync-openrlhf.log", "phase"):
-            "OpenRLHF's 'update weight' lines are not read as serving; the mlx5 completion error alone gives init",
         # The blind third's misses at its final measurement (PROTOCOL.md), left as measured:
-        ("021-config-rejected-worker-use-ray-openrlhf-v070.log", "category"):
-            "EngineArgs' TypeError 'got an unexpected keyword argument' is no wording the rules know",
-        ("021-config-rejected-worker-use-ray-openrlhf-v070.log", "phase"):
-            "a Ray actor's creation traceback through LLM.__init__ to EngineArgs(: no frame read as init",
         ("024-config-rejected-limit-mm-per-prompt-llamafactory-v053.log", "category"):
             "the excerpt ends inside LLaMA-Factory's ChatModel frame before the TypeError (in the title)",
         ("024-config-rejected-limit-mm-per-prompt-llamafactory-v053.log", "phase"):
             "only LLaMA-Factory frames, cut before any of vLLM's",
-        ("033-cuda-oom-graph-capture-ray-deepseek-r1-4xl40s-pp.log", "category"):
-            "the excerpt ends as a Ray worker's error report starts ('Error executing metho'); OOM in the title",
-        ("033-cuda-oom-graph-capture-ray-deepseek-r1-4xl40s-pp.log", "phase"):
-            "Ray's interleaved output puts other workers' memory profiling after the graph-capture milestone",
-        ("039-nccl-init-device-ray-two-nodes-pynccl-v04.log", "phase"):
-            "init_device is named only in Ray's 'Error executing method init_device' line, not read as a phase",
-        ("042-port-in-use-ci-uvicorn-bind-44319-launcher-debug.log", "phase"):
-            "the bind fails after uvicorn's 'Application startup complete': read as serving, the collector says init",
     },
 }
 
