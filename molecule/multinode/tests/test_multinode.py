@@ -121,7 +121,7 @@ def test_a_killed_headless_rank_fails_the_gate_is_named_and_the_instance_comes_b
 def test_bad_multinode_inventories_are_refused_before_any_host_changes(head, tail):
     before = {h: h.file(f"/etc/systemd/system/{UNIT}.service").sha256sum for h in (head, tail)}
     good = {"name": "tiny-pp", "model": "tiny-llama", "hosts": ["mol-mn-node1", "mol-mn-node2"], "gpus": [], "port": 8000,
-            "master_port": 29500, "interface": "eth0", "flags": {"max_model_len": 256, "dtype": "bfloat16", "enforce_eager": True}}
+            "master_port": 29500, "interface": "eth0", "flags": {"max_model_len": 256, "dtype": "bfloat16"}}
     cases = [
         ({**good, "gpus": {"mol-mn-node1": [0, 1], "mol-mn-node2": [0]}},
          "mol-mn-node1: vllm_multinode_instances[0].gpus: uneven GPUs per host (mol-mn-node1: 2, mol-mn-node2: 1)"),
