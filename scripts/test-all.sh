@@ -13,8 +13,8 @@
 # so a busy engine in one lane never takes the other lane's core. A scenario spends about half its
 # time on one core (Python imports, one engine start after another, waits): measured on resilience's
 # verify, the machine's two cores were 45 % idle. Last, one at a time on every core, the scenarios
-# that need more than one (SERIAL: the gateway's rollout under load puts one node on each core,
-# multinode's two pipeline ranks talk across two nodes).
+# that need more than one (those in neither lane: the gateway's rollout under load puts one node on
+# each core).
 #
 # Every part runs whatever the others did; the run fails if any part failed.
 # SCENARIOS limits the scenarios run (the lanes keep only those it names). LANES=0 runs all in one lane.
