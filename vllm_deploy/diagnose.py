@@ -201,17 +201,15 @@ RULES: list[_Rule] = [
     _rule("tp_not_divisible", r"AssertionError:\s*(?P<divided>\d+)\s+is\s+not\s+divisible\s+by\s+(?P<tp_size>\d+)"),
     _rule("tp_not_divisible",
           r"(?:tensor[_ ]parallel[_ ]size|world[_ ]size)[^\n]{0,60}?(?:greater|larger)\s+than[^\n]{0,60}?(?:GPUs|devices)|"
-          r"number\s+of\s+required\s+GPUs\s+exceeds\s+the\s+total\s+number\s+of\s+available\s+GPUs|"
-          # Ray cannot place the workers: too few GPUs in the cluster, or none on the driver's node
-          r"Cannot\s+provide\s+a\s+placement\s+group\s+of|Ray\s+does\s+not\s+allocate\s+any\s+GPUs\s+on\s+the\s+driver\s+node|"
-          r"Current\s+node\s+has\s+no\s+GPU\s+available|"
           # a rank asks CUDA for a device past the visible ones (CUDA's cudaErrorInvalidDevice; torch's lazy-init
           # assert), as when --tensor-parallel-size exceeds CUDA_VISIBLE_DEVICES
           r"CUDA\s+error:\s*invalid\s+device\s+ordinal|device\s*>=\s*0\s*&&\s*device\s*<\s*num_gpus",
           kind="too_few_gpus"),
-    # Ray's autoscaler, while the engine waits for its GPU workers (a warning: an error elsewhere wins)
-    _rule("tp_not_divisible", r"The\s+following\s+resource\s+request\s+cannot\s+be\s+scheduled\s+right\s+now:\s*"
-                              r"\{[^}\n]{0,200}'GPU'", tier=1, kind="too_few_gpus"),
+    # A quantized layer's slice per rank is not a whole number of its quantization groups (vLLM's AWQ, GPTQ and
+    # bitsandbytes create_weights: "ValueError: The input size is not aligned with the quantized weight shape. This
+    # can be caused by too large tensor parallel size."; "The output size is not aligned ..."), as the layers are built
+    _rule("tp_not_divisible", r"(?:input|output)\s+size\s+is\s+not\s+aligned\s+with\s+the\s+quantized\s+weight\s+shape",
+          kind="quant_shape"),
     _rule("max_len_over_model_limit",
           r"User-specified\s+max_model_len\s*\((?P<max_model_len>\d+)\)\s*is\s+greater\s+than\s+the\s+derived\s+"
           r"max_model_len\s*\((?:[\w.]+\s*=\s*)?(?P<derived_max_model_len>[\d.]+)"),
@@ -378,6 +376,31 @@ RULES: list[_Rule] = [
     _rule("config_rejected", r"Selected\s+backend\s+(?P<config>[\w.]+)\s+is\s+not\s+valid\s+for\s+this\s+"
                              r"configuration\.\s*Reason:\s*(?P<message>\[[^\]\n]{1,300}\])|"
                              r"No\s+valid\s+attention\s+backend\s+found", tier=1, kind="backend"),
+    # Ray cannot place the parallel layout vLLM asks for (executor/ray_utils.py initialize_ray_cluster and
+    # _verify_bundles, the Ray executors' _init_workers_ray): a placement group of the caller's own without enough
+    # GPU bundles, a cluster whose GPUs Ray does not see or another placement group holds, a driver on a node without
+    # a GPU of the group. The GPUs may well be there (the planner counted them): Ray's view is what refuses, so this
+    # is no tensor-parallel size the heads do not divide. The words name the device ("GPU", "TPU", "NPU").
+    _rule("config_rejected",
+          r"ValueError:\s*The\s+number\s+of\s+required\s+\w+\s+exceeds\s+the\s+total\s+number\s+of\s+available\s+\w+\s+"
+          r"in\s+the\s+placement\s+group|"
+          r"Cannot\s+provide\s+a\s+placement\s+group\s+of|Ray\s+does\s+not\s+allocate\s+any\s+\w+\s+on\s+the\s+driver\s+node|"
+          r"Current\s+node\s+has\s+no\s+\w+\s+available\.|driver\s+node\s+id\s+\w+\s+is\s+not\s+included\s+in\s+a\s+placement\s+group|"
+          r"Placement\s+group\s+bundle\s+cannot\s+have\s+more\s+than\s+1\s+\w+", kind="ray"),
+    # the same words without the ValueError: newer vLLM logs them as a warning, then waits for the placement group;
+    # and Ray's autoscaler, while the engine waits for its GPU workers (warnings: an error elsewhere wins)
+    _rule("config_rejected",
+          r"The\s+number\s+of\s+required\s+\w+\s+exceeds\s+the\s+total\s+number\s+of\s+available\s+\w+\s+in\s+the\s+"
+          r"placement\s+group|The\s+following\s+resource\s+request\s+cannot\s+be\s+scheduled\s+right\s+now:\s*"
+          r"\{[^}\n]{0,200}'GPU'", tier=1, kind="ray"),
+    # The checkpoint's (or --quantization's) method is not one this vLLM has (ModelConfig._verify_quantization, every
+    # version: "Unknown quantization method: gptq. Must be one of ['awq', 'squeezellm']."; an empty name when the
+    # checkpoint's quantization_config has no quant_method), or the two disagree ("Quantization method specified in
+    # the model config (gptq) does not match the quantization method specified in the `quantization` argument (awq).")
+    _rule("config_rejected",
+          r"Unknown\s+quantization\s+method:\s*(?P<quantization>[\w-]*)\.?\s+Must\s+be\s+one\s+of|"
+          r"Quantization\s+method\s+specified\s+in\s+the\s+model\s+config\s*\((?P<config>[\w.-]*)\)\s*does\s+not\s+match\s+"
+          r"the\s+quantization\s+method\s+specified\s+in\s+the\s+`?quantization`?\s+argument", kind="quantization"),
 ]
 
 
@@ -495,6 +518,13 @@ def _fix_tp_not_divisible(f: dict, where: str, kind: str) -> tuple[str, str]:
                 "Set --tensor-parallel-size × --pipeline-parallel-size to at most the number of visible GPUs "
                 "(check CUDA_VISIBLE_DEVICES / the container's device list); with Ray, `ray status` must show that "
                 "many GPUs and the driver must run on a node with a GPU.")
+    if kind == "quant_shape":
+        tp = f" {f['tp_size']}" if f.get("tp_size") else ""
+        return (f"Tensor parallel size{tp} splits a quantized layer into slices that are not a whole number of its "
+                "quantization groups",
+                "Use a smaller --tensor-parallel-size (each rank's slice of every quantized layer must hold whole "
+                "groups, e.g. group_size 128), or --pipeline-parallel-size instead, or a checkpoint quantized with a "
+                "smaller group size (or unquantized).")
     n = f.get("num_heads") or f.get("num_kv_heads") or f.get("divided")
     tp = f.get("tp_size")
     if f.get("ep_size") is not None:
@@ -688,6 +718,22 @@ def _fix_config_rejected(f: dict, where: str, kind: str) -> tuple[str, str]:
                 f"an argument{arg} that this vLLM removed or renamed, or that came after it (e.g. worker_use_ray, "
                 "removed in 0.7.0: distributed_executor_backend='ray'): pin vLLM to a version the caller supports, "
                 "or upgrade the caller, or drop or rename the argument.")
+    if kind == "ray":
+        return ("Ray cannot place the engine's workers: its placement group, or the node the engine runs on, has "
+                "fewer GPUs than the parallel layout asks for (tensor × pipeline parallel size)",
+                "Check what Ray sees (`ray status`, `ray list nodes`): start vLLM on a node whose GPUs Ray has (the "
+                "driver needs one; VLLM_HOST_IP must be the address Ray knows that node by), connect to the existing "
+                "cluster (RAY_ADDRESS) rather than a new local Ray without the GPUs, and do not start it inside a "
+                "placement group of your own unless that group has one bundle of one GPU per rank; no other placement "
+                "group may hold the GPUs.")
+    if kind == "quantization":
+        q = f.get("quantization")
+        what = f"'{q}'" if q else ("an empty name" if q == "" else "")
+        return (f"This vLLM does not know the checkpoint's quantization method{(' ' + what) if what else ''}, or it "
+                "disagrees with --quantization",
+                "Use a vLLM that supports the method (a newer release), or pass the --quantization the checkpoint was "
+                "made with (or none, so vLLM reads it from the config); a checkpoint whose quantization_config names no "
+                "quant_method needs a re-export that names one.")
     if kind == "argparse":
         return (f"vLLM's command line was refused: {f.get('message', '')}",
                 "Drop or correct that flag (`vllm serve --help` lists this version's): a sampling parameter is not "
@@ -1053,7 +1099,7 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         phase = "profile_run" if re.match(r"Error\s+in\s+memory\s+profiling", text[pos:end], re.I) else "init"
         out.update(phase=phase, phase_confidence="high", phase_evidence=_line_at(text, pos, end))
         return out
-    if category in _CATEGORY_PHASES and kind != "backend":
+    if category in _CATEGORY_PHASES and kind not in ("backend", "quant_shape"):
         out.update(phase=_CATEGORY_PHASES[category], phase_confidence="high", phase_evidence=_line_at(text, pos, end))
         return out
     phase, frame, confidence = _frames_near(text, pos, end)
@@ -1085,6 +1131,9 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         # the API server only starts (and so only shuts down) after the engine finished starting up
         out.update(phase="serving", phase_confidence="medium",
                    phase_evidence=_line_at(text, end, end + 1))
+    elif category == "tp_not_divisible" and kind == "quant_shape":
+        # raised by the quantized layers' create_weights, as the model is built with its weights
+        out.update(phase="model_loading", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
     elif category == "config_rejected" and kind == "backend":
         # V1 picks the attention backend when the model's attention layers are built (Attention.__init__)
         out.update(phase="model_loading", phase_confidence="low", phase_evidence=_line_at(text, pos, end))

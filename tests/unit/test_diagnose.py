@@ -484,9 +484,9 @@ def test_only_the_engine_config_or_distributed_setup_reached_is_init(line):
     ('  File "/x/transformers/models/auto/configuration_auto.py", line 710, in __getitem__\n    raise KeyError(key)\n'
      "KeyError: 'qwen2'", "model_not_supported", ("model_type", "qwen2")),
     ("ValueError: Cannot provide a placement group of placement_group_specs=[{'GPU': 1.0}, {'GPU': 1.0}] within "
-     "1800 seconds. See `ray status` to make sure the cluster has enough resources.", "tp_not_divisible", None),
+     "1800 seconds. See `ray status` to make sure the cluster has enough resources.", "config_rejected", None),
     ("ValueError: Ray does not allocate any GPUs on the driver node. Consider adjusting the Ray placement group or "
-     "running the driver on a GPU node.", "tp_not_divisible", None),
+     "running the driver on a GPU node.", "config_rejected", None),
     # Ray's host-memory monitor, not a CUDA OOM: no ladder
     ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.", "unknown", None),
 ])
@@ -495,8 +495,8 @@ def test_model_and_ray_wordings(line, category, figure):
     assert r.category == category and r.action == ACTIONS[category]
     if figure:
         assert r.figures[figure[0]] == figure[1]
-    if category == "tp_not_divisible":
-        assert "ray status" in r.fix
+    if category == "config_rejected":
+        assert "ray status" in r.fix and r.phase == "init"
 
 
 def test_an_error_the_model_registry_logged_is_model_not_supported():
@@ -707,7 +707,7 @@ def test_ray_cannot_schedule_the_gpu_workers():
     line = ("(autoscaler +9m40s) Warning: The following resource request cannot be scheduled right now: {'CPU': 1.0, "
             "'GPU': 1.0}. This is likely due to all cluster resources being claimed by actors.")
     r = diagnose(line)
-    assert (r.category, r.phase, r.confidence) == ("tp_not_divisible", "init", "medium") and "ray status" in r.fix
+    assert (r.category, r.phase, r.confidence) == ("config_rejected", "init", "medium") and "ray status" in r.fix
     assert diagnose(line.replace("'GPU': 1.0", "'memory': 1.0")).category == "unknown"
     # a real error elsewhere wins over the warning
     assert diagnose(line + "\n" + OOM).category == "cuda_oom"
@@ -1184,3 +1184,47 @@ _CAPTURING = ("(RayWorkerWrapper pid=1861983) INFO 03-27 10:29:03 [model_runner.
 def test_ray_s_late_copies_of_earlier_lines_are_no_step_back(log, category, phase):
     r = diagnose("\n".join(log))
     assert (r.category, r.phase) == (category, phase)
+
+
+@pytest.mark.parametrize("log,category,phase,word", [
+    # vLLM executor/ray_utils.py initialize_ray_cluster: the caller's own placement group has too few GPU bundles
+    ("ValueError: The number of required GPUs exceeds the total number of available GPUs in the placement group.",
+     "config_rejected", "init", "placement group of your own"),
+    # the same in 0.6+ with its figures, on another device ("TPU")
+    ("ValueError: The number of required TPUs exceeds the total number of available TPUs in the placement group. "
+     "Required number of devices: 8. Total number of devices: 4.", "config_rejected", "init", "ray status"),
+    # ray_utils.py: the driver's node has no GPU Ray can give (every GPU in another placement group's bundles)
+    ("ValueError: Current node has no GPU available. current_node_resource={'memory': 8.0, 'GPU_group_0_ab': 1.0}. "
+     "vLLM engine cannot start without GPU.", "config_rejected", "init", "VLLM_HOST_IP"),
+    # ray_utils.py _verify_bundles
+    ("RuntimeError: driver node id 5b2e0c is not included in a placement group 0a1b. Node id -> bundles {}. You don't "
+     "have enough GPUs available in a current node.", "config_rejected", "init", "ray status"),
+    ("ValueError: Placement group bundle cannot have more than 1 GPU.", "config_rejected", "init", "one bundle"),
+    # newer vLLM logs the cluster-wide shortage as a warning and waits: weak, an error elsewhere wins
+    ("WARNING 02-02 19:54:20 ray_utils.py:315] The number of required GPUs exceeds the total number of available GPUs "
+     "in the placement group.\nINFO 01-01 00:00:00 [gpu_model_runner.py:1] Starting to load model m...\n"
+     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.", "cuda_oom_weights", "model_loading",
+     "weights"),
+    # config.py ModelConfig._verify_quantization (0.2: before GPTQ; V1: a checkpoint naming no quant_method)
+    ("ValueError: Unknown quantization method: gptq. Must be one of ['awq', 'squeezellm'].", "config_rejected", "init",
+     "newer release"),
+    ("Value error, Unknown quantization method: . Must be one of ['aqlm', 'awq', 'fp8', 'modelopt', 'modelopt_fp4']",
+     "config_rejected", "init", "re-export"),
+    ("ValueError: Quantization method specified in the model config (gptq) does not match the quantization method "
+     "specified in the `quantization` argument (awq).", "config_rejected", "init", "--quantization"),
+    # quantization/awq.py, gptq.py create_weights (0.2 - today)
+    ('  File "/x/vllm/model_executor/layers/quantization/awq.py", line 85, in create_weights\n    raise ValueError(\n'
+     "ValueError: The input size is not aligned with the quantized weight shape. This can be caused by too large "
+     "tensor parallel size.", "tp_not_divisible", "model_loading", "group"),
+    ("ValueError: The output size is not aligned with the quantized weight shape. This can be caused by too large "
+     "tensor parallel size.", "tp_not_divisible", "model_loading", "group"),
+    # near misses: another tool's unknown quantization method, a placement group the user created fine
+    ("ValueError: Unknown quantization method: int3", "unknown", "unknown", None),
+    ("INFO Created a placement group of placement_group_specs=[{'GPU': 1.0}] for the workers.", "unknown", "unknown",
+     None),
+])
+def test_ray_placement_quantization_and_quantized_shape_wordings(log, category, phase, word):
+    r = diagnose(log)
+    assert (r.category, r.phase) == (category, phase) and r.action == ACTIONS[category]
+    if word:
+        assert word in r.fix
