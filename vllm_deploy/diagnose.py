@@ -261,14 +261,22 @@ RULES: list[_Rule] = [
           r"ncclInvalidArgument|DistBackendError|Watchdog\s+caught\s+collective\s+operation\s+timeout|"
           r"NCCL\s+communicator\s+was\s+aborted|ProcessGroupNCCL[^\n]{0,120}(?:timed?\s*out|Timeout)|"
           # torch's watchdog taking the process down after a failed or hung collective (ProcessGroupNCCL.cpp)
-          r"Some\s+NCCL\s+operations\s+have\s+failed\s+or\s+timed\s+out"),
+          r"Some\s+NCCL\s+operations\s+have\s+failed\s+or\s+timed\s+out|"
+          # its heartbeat monitor, when the watchdog thread itself hangs in a NCCL/CUDA call (torch 2.2+: "Heartbeat
+          # monitor timed out! Process will be terminated after dumping debug info.", "ProcessGroupNCCL's watchdog got
+          # stuck for 600 seconds without making progress in monitoring enqueued collectives.")
+          r"Heartbeat\s+monitor\s+timed\s+out!?\s+Process\s+will\s+be\s+terminated|"
+          r"ProcessGroupNCCL's\s+watchdog\s+got\s+stuck\s+for\s+\d+\s+seconds"),
     # vLLM's pynccl cannot load libnccl (device_communicators/pynccl_wrapper.py, every version's wording)
     _rule("nccl_error", r"Failed\s+to\s+load\s+NCCL\s+library\s+from", kind="library"),
     # NCCL's and vLLM's own CUDA-IPC failures between GPUs (P2P, custom all-reduce)
-    _rule("nccl_error", r"Cuda\s+failure\s+'?peer\s+access\s+is\s+not\s+supported|custom_all_reduce\.cuh:\d+\s+'[^'\n]+'"),
+    # (CUDA's own cudaErrorPeerAccessUnsupported through torch: "CUDA error: peer access is not supported between these
+    # two devices", as vLLM's custom all-reduce opens the other GPUs' buffers)
+    _rule("nccl_error", r"Cuda\s+failure\s+'?peer\s+access\s+is\s+not\s+supported|custom_all_reduce\.cuh:\d+\s+'[^'\n]+'|"
+                        r"CUDA\s+error:\s*peer\s+access\s+is\s+not\s+supported\s+between\s+these\s+two\s+devices"),
     # The process group cannot be formed: the ranks do not reach each other (Gloo's and torch's rendezvous words,
     # e.g. across Ray nodes on an unroutable interface); filed with NCCL's as multi-GPU communication failures.
-    _rule("nccl_error", r"Gloo\s+connectFullMesh\s+failed|DistNetworkError|"
+    _rule("nccl_error", r"Gloo\s+connectFullMesh\b|DistNetworkError|"  # (the one message naming it; a line may be cut)
                         r"client\s+socket\s+has\s+timed\s+out\s+after\s+\d+\w*\s+while\s+trying\s+to\s+connect|"
           # torch's TCPStore, where the ranks meet to exchange NCCL's id: its server gave up on the others ("Timed
           # out after 601 seconds waiting for clients. 1/4 clients joined.", TCPStore.cpp) or a wait for a key did
@@ -1140,6 +1148,9 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
     elif category == "nccl_error" and kind == "connect":
         # the ranks meet once, when the process group is formed at worker start
         out.update(phase="init", phase_confidence="high", phase_evidence=_line_at(text, pos, end))
+    elif category == "nccl_error" and kind == "timeout" and _first_collective(text, pos, end):
+        # the group's very first collective never completed: the warm-up all-reduce of a communicator at worker start
+        out.update(phase="init", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
     elif category == "nccl_error" and kind == "timeout" and _late_collective(text, pos, end):
         # the watchdog names the collective's sequence number: start-up runs some thousands, serving millions
         out.update(phase="serving", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
@@ -1175,6 +1186,15 @@ def _served_before(text: str, milestones: list, pos: int) -> bool:
 # every batch size, two all-reduces a layer) stays in the tens of thousands even for deep models at TP 8.
 _SEQNUM_RE = re.compile(r"SeqNum=(\d{1,12})\b")
 _SERVING_SEQNUM = 100_000
+
+
+# torch's watchdog on a group none of whose collectives ever completed: "WorkNCCL(SeqNum=1, ...)" (the first), "last
+# completed NCCL work: -1" (torch 2.4-2.5), "last completed work: -1" (2.6+)
+_FIRST_COLLECTIVE_RE = re.compile(r"SeqNum=1\b|last\s+completed\s+(?:NCCL\s+)?work:\s*-1\b")
+
+
+def _first_collective(text: str, pos: int, end: int) -> bool:
+    return bool(_FIRST_COLLECTIVE_RE.search(text, pos, end + 600))
 
 
 def _late_collective(text: str, pos: int, end: int) -> bool:
@@ -1473,7 +1493,7 @@ def _nccl_kind(context: str) -> str:
     for kind, pattern in (
             ("p2p", r"peer\s+access|P2PStatus|P2P\s+is\s+not\s+supported"),
             ("custom_allreduce", r"custom_all_reduce|custom\s+all-?reduce|Cuda\s+failure\s+'invalid\s+argument'"),
-            ("timeout", r"Watchdog\s+caught\s+collective\s+operation\s+timeout|timed?\s*out"),
+            ("timeout", r"Watchdog\s+caught\s+collective\s+operation\s+timeout|timed?\s*out|watchdog\s+got\s+stuck"),
             ("system", r"unhandled\s+system\s+error|ncclSystemError")):
         if re.search(pattern, context, re.I):
             return kind

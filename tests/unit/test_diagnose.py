@@ -1228,3 +1228,35 @@ def test_ray_placement_quantization_and_quantized_shape_wordings(log, category, 
     assert (r.category, r.phase) == (category, phase) and r.action == ACTIONS[category]
     if word:
         assert word in r.fix
+
+
+@pytest.mark.parametrize("log,category,phase,word", [
+    # torch ProcessGroupNCCL.cpp's heartbeat monitor (2.2+): the watchdog thread hung in a NCCL/CUDA call
+    ("[rank1]:[E ProcessGroupNCCL.cpp:1316] [PG 2 Rank 1] Heartbeat monitor timed out! Process will be terminated "
+     "after dumping debug info. workMetaList_.size()=138", "nccl_error", "unknown", "NCCL_DEBUG=INFO"),
+    ("[rank1]:[F ProcessGroupNCCL.cpp:1169] [PG 2 Rank 1] ProcessGroupNCCL's watchdog got stuck for 600 seconds without "
+     "making progress in monitoring enqueued collectives.", "nccl_error", "unknown", "rank that stopped"),
+    # the watchdog on a group whose first collective never completed (torch 2.4+): start-up's warm-up all-reduce
+    ("[rank2]:[E1001 16:06:04.537131842 ProcessGroupNCCL.cpp:607] [Rank 2] Watchdog caught collective operation "
+     "timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=128, NumelOut=128, Timeout(ms)=600000) ran for 600009 "
+     "milliseconds before timing out.", "nccl_error", "init", "NCCL_DEBUG=INFO"),
+    ("[rank0]:[E822 16:31:16.131 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation timeout: "
+     "WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=600000)\n[rank0]:[E822 16:31:16.132547721 ProcessGroupNCCL.cpp:2271] [PG "
+     "ID 4 PG GUID 67 Rank 0] failure detected by watchdog at work sequence id: 1 PG status: last enqueued work: 1, "
+     "last completed work: -1", "nccl_error", "init", "NCCL_DEBUG=INFO"),
+    # torch's c10d ProcessGroupGloo, its line cut by the excerpt ("Gloo connectFullMesh fai")
+    ("RuntimeError: Gloo connectFullMesh fai", "nccl_error", "init", "GLOO_SOCKET_IFNAME"),
+    # CUDA's cudaErrorPeerAccessUnsupported through torch (vLLM's custom all-reduce opening the other GPUs' buffers)
+    ("RuntimeError: CUDA error: peer access is not supported between these two devices\nCUDA kernel errors might be "
+     "asynchronously reported at some other API call", "nccl_error", "init", "NCCL_P2P_DISABLE=1"),
+    # near misses: another backend's watchdog (Ascend HCCL), a later collective without a milestone
+    ("[E ProcessGroupHCCL.cpp:1] ProcessGroupHCCL's watchdog got stuck for 600 seconds without making progress",
+     "unknown", "unknown", None),
+    ("[rank0]: Watchdog caught collective operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE, NumelIn=128, "
+     "NumelOut=128, Timeout(ms)=600000) ran for 600009 milliseconds before timing out.", "nccl_error", "unknown", None),
+])
+def test_nccl_heartbeat_first_collective_gloo_and_peer_access_wordings(log, category, phase, word):
+    r = diagnose(log)
+    assert (r.category, r.phase) == (category, phase) and r.action == ACTIONS[category]
+    if word:
+        assert word in r.fix
