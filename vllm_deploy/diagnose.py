@@ -89,15 +89,18 @@ _PREFIX_RES = [
     re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\d+\s+\[[\w./-]+:\d+\]\s?"),
     # CI and Kubernetes log viewers: "  | ", "│ "; torch's "[rank0]: " and C++ "[E ProcessGroupNCCL.cpp:475] "
     re.compile(r"^\s*[|│]\s?"),
-    # a markdown quote ("> ") around a log pasted into an issue or a chat
+    # a markdown quote ("> ") around a log pasted into an issue or a chat, and the backticks of a code span or fence
+    # opening on the line ("`vllm: error: ...`", "```ValueError: ...")
     re.compile(r"^>[ \t]"),
+    re.compile(r"^`{1,3}(?=[^`\s])"),
     re.compile(r"^\[rank\d+\]:\s?"),
     re.compile(r"^\[[EWI](?:\d{3,4}\s+[\d:.]+)?\s+[\w.]+:\d+\]\s?"),
 ]
 # Colour codes whose escape byte was lost in a paste ("[36m(RayWorkerVllm pid=5) [0m"), a terminal's
 # "^M" for a carriage return, and a log viewer's right frame ("   │").
 _LOST_ESCAPE_RE = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m")
-_LINE_TAIL_RE = re.compile(r"(?:\^M)+$|(?<!\s)\s+│$")  # (?<!\s): one try per run of blanks, not one per blank
+# (and a code span's closing backticks)
+_LINE_TAIL_RE = re.compile(r"(?:\^M)+$|(?<!\s)\s+│$|(?<=[^`\s])`{1,3}$")  # (?<!\s): one try per run of blanks
 
 
 def normalise(text) -> str:
@@ -295,6 +298,9 @@ RULES: list[_Rule] = [
           r"Invalid\s+repository\s+ID\s+or\s+local\s+directory|LocalEntryNotFoundError|HFValidationError|"
           r"RevisionNotFoundError|does\s+not\s+appear\s+to\s+have\s+a\s+file\s+named\s+config\.json|"
           r"No\s+such\s+file\s+or\s+directory:\s*'[^'\n]*config\.json'|"
+          # vLLM's get_config finds neither config.json nor params.json (transformers_utils/config.py: 0.6-0.7 "No
+          # supported config format found in <model>", 0.7.3+ "Could not detect config format for no config file found")
+          r"No\s+supported\s+config\s+format\s+found\s+in|Could\s+not\s+detect\s+config\s+format\s+for\s+no\s+config\s+file|"
           r"We\s+couldn'?t\s+connect\s+to\s+'https://huggingface\.co'|"
           r"Cannot\s+find\s+the\s+requested\s+files\s+in\s+the\s+(?:local\s+|disk\s+)?cache|"
           r"Can'?t\s+load\s+the\s+(?:configuration|config|tokenizer)\s+(?:of|for)\s+'|"
@@ -848,13 +854,19 @@ _FRAME_PHASES = [
     ("serving", re.compile(r"\bupdate_weights?(?:_from_\w+|_cuda_ipc)?\b|\bsync_model_weights\b", re.I)),
     ("model_loading", re.compile(r"\bload_model\b|load_weights|model_loader|weight_loader|initialize_model|"
                                  r"process_weights_after_loading|"
-                                 r"\bget_model\b|create_weights|make_layers|safetensors_weights_iterator", re.I)),
+                                 r"\bget_model\b|create_weights|make_layers|safetensors_weights_iterator|"
+                                 # a quantized checkpoint's weights repacked for the Marlin/Machete kernels after loading
+                                 # (_custom_ops.py gptq_marlin_repack, awq_marlin_repack, their _moe_ forms, machete_prepack_B)
+                                 r"\b\w*marlin\w*_repack\b|\bmachete_prepack_B\b", re.I)),
     ("graph_capture", re.compile(r"compile_or_warm_up_model|\b_?warm_up_model\b", re.I)),  # 0.3: warm_up_model
     # (uvicorn's run_asgi and V0 AsyncLLMEngine's generate path handle a request)
     ("serving", re.compile(r"run_asgi|async_llm_engine\.py\",?\s+line\s+\d+,\s+in\s+(?:generate|_process_request)|"
                            r"execute_model|sample_tokens|execute_dummy_batch|"
                            r"run_busy_loop|engine_step|step_with_batch_queue|_process_input_queue|"
-                           r"run_engine_loop|_process_engine_step|start_worker_execution_loop|output_handler|step_async",
+                           r"run_engine_loop|_process_engine_step|start_worker_execution_loop|output_handler|step_async|"
+                           # Ray's compiled graph, which the Ray executors build for execute_model only (start-up's
+                           # profiling and capture go through collective_rpc): its channels and DAG
+                           r"ray/experimental/channel/|ray/dag/compiled_dag_node\.py",
                            re.I)),
     ("init", re.compile(r"\binit_device\b|\binit_model\b|init_worker_distributed_environment|_init_distributed_environment|"
                         r"initialize_model_parallel|init_distributed_environment|ncclCommInitRank|"

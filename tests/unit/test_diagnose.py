@@ -1260,3 +1260,42 @@ def test_nccl_heartbeat_first_collective_gloo_and_peer_access_wordings(log, cate
     assert (r.category, r.phase) == (category, phase) and r.action == ACTIONS[category]
     if word:
         assert word in r.fix
+
+
+def _cut(frames: str, error: str) -> str:
+    return "Traceback (most recent call last):\n" + frames + error
+
+
+@pytest.mark.parametrize("log,category,phase", [
+    # a log line pasted as a markdown code span or after a fence's backticks (GitHub issues)
+    ("`vllm: error: unrecognized arguments: --config`", "config_rejected", "init"),
+    ("  ```ValueError: The number of required GPUs exceeds the total number of available GPUs in the placement group.```",
+     "config_rejected", "init"),
+    # vLLM transformers_utils/config.py get_config: neither config.json nor params.json (0.6-0.7, then 0.7.3+)
+    ('  File "/x/vllm/transformers_utils/config.py", line 201, in get_config\n    raise ValueError(f"No supported config '
+     'format found in {model}")\nValueError: No supported config format found in org/Qwen2.5-VL-72B-AWQ`',
+     "model_not_found_or_auth", "init"),
+    ("ValueError: Could not detect config format for no config file found. With config_format 'auto', ensure your "
+     "model has either config.json (HF format) or params.json (Mistral format).", "model_not_found_or_auth", "init"),
+    # the GPTQ weights repacked for Marlin after loading (vllm/_custom_ops.py), the excerpt starting there
+    ('  File "/x/vllm/_custom_ops.py", line 1279, in gptq_marlin_repack\n    return torch.ops._C.gptq_marlin_repack(\n'
+     "RuntimeError: CUDA driver error: out of memory", "cuda_oom_weights", "model_loading"),
+    ('  File "/x/vllm/_custom_ops.py", line 700, in awq_marlin_moe_repack\n    return torch.ops._moe_C.awq_marlin_moe_'
+     'repack(\nRuntimeError: CUDA driver error: out of memory', "cuda_oom_weights", "model_loading"),
+    # Ray's compiled graph (the Ray executors' execute_model): a channel read timing out while serving
+    (_cut('  File "/x/ray/experimental/channel/shared_memory_channel.py", line 480, in read\n'
+          '    ret = self._worker.get_objects(\n',
+          "ray.exceptions.RayChannelTimeoutError: System error: Timed out waiting for object available to read."),
+     "unknown", "serving"),
+    # near misses: a Marlin kernel in the forward pass is no weight loading; another tool's config format; a code
+    # span in the middle of a line stays
+    ('  File "/x/vllm/model_executor/layers/quantization/utils/marlin_utils.py", line 300, in apply_gptq_marlin_linear\n'
+     "RuntimeError: CUDA driver error: out of memory", "cuda_oom", "unknown"),
+    ("Error: could not detect config format for app.toml; use --format=yaml", "unknown", "unknown"),
+    ("I ran `vllm: error: unrecognized arguments: --config` again", "unknown", "unknown"),
+])
+def test_markdown_code_spans_config_format_marlin_repack_and_ray_compiled_graph(log, category, phase):
+    r = diagnose(log)
+    assert (r.category, r.phase) == (category, phase)
+    if category == "config_rejected" and "vllm: error" in log:
+        assert r.summary.endswith("--config")
