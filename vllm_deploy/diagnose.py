@@ -1151,6 +1151,9 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         # the API server only starts (and so only shuts down) after the engine finished starting up
         out.update(phase="serving", phase_confidence="medium",
                    phase_evidence=_line_at(text, end, end + 1))
+    elif category == "unknown" and _REQUEST_INPUT_RE.search(text, pos, end):
+        # a request's multimodal input that does not match its prompt's placeholders: raised as that request runs
+        out.update(phase="serving", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
     elif category == "tp_not_divisible" and kind == "quant_shape":
         # raised by the quantized layers' create_weights, as the model is built with its weights
         out.update(phase="model_loading", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
@@ -1179,6 +1182,13 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         # raised while the engine is configured, finds its GPUs or binds its port, before any weight is loaded
         out.update(phase="init", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
     return out
+
+
+# A request's multimodal items that do not fill its prompt's placeholders (models/utils.py _merge_multimodal_embeddings,
+# "Attempted to assign 2816 = 2816 multimodal tokens to 2817 placeholders"): V1 merges the embeddings only for real
+# requests (its profiling run feeds the encoder alone), so the error comes as a request runs.
+_REQUEST_INPUT_RE = re.compile(r"Attempted\s+to\s+assign\s+[^\n]{0,200}?multimodal\s+tokens\s+to\s+\d+\s+placeholders",
+                               re.I)
 
 
 # The API server's own start-up lines (uvicorn's, vLLM's route list and its "Starting vLLM API server"): read as

@@ -1299,3 +1299,18 @@ def test_markdown_code_spans_config_format_marlin_repack_and_ray_compiled_graph(
     assert (r.category, r.phase) == (category, phase)
     if category == "config_rejected" and "vllm: error" in log:
         assert r.summary.endswith("--config")
+
+
+@pytest.mark.parametrize("log,phase", [
+    # models/utils.py _merge_multimodal_embeddings (0.6 - today): a request's image tokens and placeholders differ
+    ("ValueError: Attempted to assign 2816 = 2816 multimodal tokens to 2817 placeholders", "serving"),
+    ("ValueError: Attempted to assign 1 x 576 = 576 multimodal tokens to 575 placeholders", "serving"),
+    # near misses: the same error after a profiling milestone is placed by the milestone (V0 profiles with dummy
+    # images); another message about placeholders says nothing
+    ("INFO 01-01 00:00:00 [worker.py:1] Starting profile run for multi-modal models.\n"
+     "ValueError: Attempted to assign 2816 = 2816 multimodal tokens to 2817 placeholders", "profile_run"),
+    ("ValueError: Attempted to assign 3 placeholders to the template", "unknown"),
+])
+def test_a_request_s_multimodal_placeholder_mismatch_is_serving(log, phase):
+    r = diagnose(log)
+    assert (r.category, r.phase) == ("unknown", phase)
