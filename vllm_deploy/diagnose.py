@@ -89,15 +89,18 @@ _PREFIX_RES = [
     re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\d+\s+\[[\w./-]+:\d+\]\s?"),
     # CI and Kubernetes log viewers: "  | ", "│ "; torch's "[rank0]: " and C++ "[E ProcessGroupNCCL.cpp:475] "
     re.compile(r"^\s*[|│]\s?"),
-    # a markdown quote ("> ") around a log pasted into an issue or a chat
+    # a markdown quote ("> ") around a log pasted into an issue or a chat, and the backticks of a code span or fence
+    # opening on the line ("`vllm: error: ...`", "```ValueError: ...")
     re.compile(r"^>[ \t]"),
+    re.compile(r"^`{1,3}(?=[^`\s])"),
     re.compile(r"^\[rank\d+\]:\s?"),
     re.compile(r"^\[[EWI](?:\d{3,4}\s+[\d:.]+)?\s+[\w.]+:\d+\]\s?"),
 ]
 # Colour codes whose escape byte was lost in a paste ("[36m(RayWorkerVllm pid=5) [0m"), a terminal's
 # "^M" for a carriage return, and a log viewer's right frame ("   │").
 _LOST_ESCAPE_RE = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m")
-_LINE_TAIL_RE = re.compile(r"(?:\^M)+$|(?<!\s)\s+│$")  # (?<!\s): one try per run of blanks, not one per blank
+# (and a code span's closing backticks)
+_LINE_TAIL_RE = re.compile(r"(?:\^M)+$|(?<!\s)\s+│$|(?<=[^`\s])`{1,3}$")  # (?<!\s): one try per run of blanks
 
 
 def normalise(text) -> str:
@@ -201,17 +204,15 @@ RULES: list[_Rule] = [
     _rule("tp_not_divisible", r"AssertionError:\s*(?P<divided>\d+)\s+is\s+not\s+divisible\s+by\s+(?P<tp_size>\d+)"),
     _rule("tp_not_divisible",
           r"(?:tensor[_ ]parallel[_ ]size|world[_ ]size)[^\n]{0,60}?(?:greater|larger)\s+than[^\n]{0,60}?(?:GPUs|devices)|"
-          r"number\s+of\s+required\s+GPUs\s+exceeds\s+the\s+total\s+number\s+of\s+available\s+GPUs|"
-          # Ray cannot place the workers: too few GPUs in the cluster, or none on the driver's node
-          r"Cannot\s+provide\s+a\s+placement\s+group\s+of|Ray\s+does\s+not\s+allocate\s+any\s+GPUs\s+on\s+the\s+driver\s+node|"
-          r"Current\s+node\s+has\s+no\s+GPU\s+available|"
           # a rank asks CUDA for a device past the visible ones (CUDA's cudaErrorInvalidDevice; torch's lazy-init
           # assert), as when --tensor-parallel-size exceeds CUDA_VISIBLE_DEVICES
           r"CUDA\s+error:\s*invalid\s+device\s+ordinal|device\s*>=\s*0\s*&&\s*device\s*<\s*num_gpus",
           kind="too_few_gpus"),
-    # Ray's autoscaler, while the engine waits for its GPU workers (a warning: an error elsewhere wins)
-    _rule("tp_not_divisible", r"The\s+following\s+resource\s+request\s+cannot\s+be\s+scheduled\s+right\s+now:\s*"
-                              r"\{[^}\n]{0,200}'GPU'", tier=1, kind="too_few_gpus"),
+    # A quantized layer's slice per rank is not a whole number of its quantization groups (vLLM's AWQ, GPTQ and
+    # bitsandbytes create_weights: "ValueError: The input size is not aligned with the quantized weight shape. This
+    # can be caused by too large tensor parallel size."; "The output size is not aligned ..."), as the layers are built
+    _rule("tp_not_divisible", r"(?:input|output)\s+size\s+is\s+not\s+aligned\s+with\s+the\s+quantized\s+weight\s+shape",
+          kind="quant_shape"),
     _rule("max_len_over_model_limit",
           r"User-specified\s+max_model_len\s*\((?P<max_model_len>\d+)\)\s*is\s+greater\s+than\s+the\s+derived\s+"
           r"max_model_len\s*\((?:[\w.]+\s*=\s*)?(?P<derived_max_model_len>[\d.]+)"),
@@ -263,14 +264,22 @@ RULES: list[_Rule] = [
           r"ncclInvalidArgument|DistBackendError|Watchdog\s+caught\s+collective\s+operation\s+timeout|"
           r"NCCL\s+communicator\s+was\s+aborted|ProcessGroupNCCL[^\n]{0,120}(?:timed?\s*out|Timeout)|"
           # torch's watchdog taking the process down after a failed or hung collective (ProcessGroupNCCL.cpp)
-          r"Some\s+NCCL\s+operations\s+have\s+failed\s+or\s+timed\s+out"),
+          r"Some\s+NCCL\s+operations\s+have\s+failed\s+or\s+timed\s+out|"
+          # its heartbeat monitor, when the watchdog thread itself hangs in a NCCL/CUDA call (torch 2.2+: "Heartbeat
+          # monitor timed out! Process will be terminated after dumping debug info.", "ProcessGroupNCCL's watchdog got
+          # stuck for 600 seconds without making progress in monitoring enqueued collectives.")
+          r"Heartbeat\s+monitor\s+timed\s+out!?\s+Process\s+will\s+be\s+terminated|"
+          r"ProcessGroupNCCL's\s+watchdog\s+got\s+stuck\s+for\s+\d+\s+seconds"),
     # vLLM's pynccl cannot load libnccl (device_communicators/pynccl_wrapper.py, every version's wording)
     _rule("nccl_error", r"Failed\s+to\s+load\s+NCCL\s+library\s+from", kind="library"),
     # NCCL's and vLLM's own CUDA-IPC failures between GPUs (P2P, custom all-reduce)
-    _rule("nccl_error", r"Cuda\s+failure\s+'?peer\s+access\s+is\s+not\s+supported|custom_all_reduce\.cuh:\d+\s+'[^'\n]+'"),
+    # (CUDA's own cudaErrorPeerAccessUnsupported through torch: "CUDA error: peer access is not supported between these
+    # two devices", as vLLM's custom all-reduce opens the other GPUs' buffers)
+    _rule("nccl_error", r"Cuda\s+failure\s+'?peer\s+access\s+is\s+not\s+supported|custom_all_reduce\.cuh:\d+\s+'[^'\n]+'|"
+                        r"CUDA\s+error:\s*peer\s+access\s+is\s+not\s+supported\s+between\s+these\s+two\s+devices"),
     # The process group cannot be formed: the ranks do not reach each other (Gloo's and torch's rendezvous words,
     # e.g. across Ray nodes on an unroutable interface); filed with NCCL's as multi-GPU communication failures.
-    _rule("nccl_error", r"Gloo\s+connectFullMesh\s+failed|DistNetworkError|"
+    _rule("nccl_error", r"Gloo\s+connectFullMesh\b|DistNetworkError|"  # (the one message naming it; a line may be cut)
                         r"client\s+socket\s+has\s+timed\s+out\s+after\s+\d+\w*\s+while\s+trying\s+to\s+connect|"
           # torch's TCPStore, where the ranks meet to exchange NCCL's id: its server gave up on the others ("Timed
           # out after 601 seconds waiting for clients. 1/4 clients joined.", TCPStore.cpp) or a wait for a key did
@@ -289,6 +298,9 @@ RULES: list[_Rule] = [
           r"Invalid\s+repository\s+ID\s+or\s+local\s+directory|LocalEntryNotFoundError|HFValidationError|"
           r"RevisionNotFoundError|does\s+not\s+appear\s+to\s+have\s+a\s+file\s+named\s+config\.json|"
           r"No\s+such\s+file\s+or\s+directory:\s*'[^'\n]*config\.json'|"
+          # vLLM's get_config finds neither config.json nor params.json (transformers_utils/config.py: 0.6-0.7 "No
+          # supported config format found in <model>", 0.7.3+ "Could not detect config format for no config file found")
+          r"No\s+supported\s+config\s+format\s+found\s+in|Could\s+not\s+detect\s+config\s+format\s+for\s+no\s+config\s+file|"
           r"We\s+couldn'?t\s+connect\s+to\s+'https://huggingface\.co'|"
           r"Cannot\s+find\s+the\s+requested\s+files\s+in\s+the\s+(?:local\s+|disk\s+)?cache|"
           r"Can'?t\s+load\s+the\s+(?:configuration|config|tokenizer)\s+(?:of|for)\s+'|"
@@ -378,6 +390,31 @@ RULES: list[_Rule] = [
     _rule("config_rejected", r"Selected\s+backend\s+(?P<config>[\w.]+)\s+is\s+not\s+valid\s+for\s+this\s+"
                              r"configuration\.\s*Reason:\s*(?P<message>\[[^\]\n]{1,300}\])|"
                              r"No\s+valid\s+attention\s+backend\s+found", tier=1, kind="backend"),
+    # Ray cannot place the parallel layout vLLM asks for (executor/ray_utils.py initialize_ray_cluster and
+    # _verify_bundles, the Ray executors' _init_workers_ray): a placement group of the caller's own without enough
+    # GPU bundles, a cluster whose GPUs Ray does not see or another placement group holds, a driver on a node without
+    # a GPU of the group. The GPUs may well be there (the planner counted them): Ray's view is what refuses, so this
+    # is no tensor-parallel size the heads do not divide. The words name the device ("GPU", "TPU", "NPU").
+    _rule("config_rejected",
+          r"ValueError:\s*The\s+number\s+of\s+required\s+\w+\s+exceeds\s+the\s+total\s+number\s+of\s+available\s+\w+\s+"
+          r"in\s+the\s+placement\s+group|"
+          r"Cannot\s+provide\s+a\s+placement\s+group\s+of|Ray\s+does\s+not\s+allocate\s+any\s+\w+\s+on\s+the\s+driver\s+node|"
+          r"Current\s+node\s+has\s+no\s+\w+\s+available\.|driver\s+node\s+id\s+\w+\s+is\s+not\s+included\s+in\s+a\s+placement\s+group|"
+          r"Placement\s+group\s+bundle\s+cannot\s+have\s+more\s+than\s+1\s+\w+", kind="ray"),
+    # the same words without the ValueError: newer vLLM logs them as a warning, then waits for the placement group;
+    # and Ray's autoscaler, while the engine waits for its GPU workers (warnings: an error elsewhere wins)
+    _rule("config_rejected",
+          r"The\s+number\s+of\s+required\s+\w+\s+exceeds\s+the\s+total\s+number\s+of\s+available\s+\w+\s+in\s+the\s+"
+          r"placement\s+group|The\s+following\s+resource\s+request\s+cannot\s+be\s+scheduled\s+right\s+now:\s*"
+          r"\{[^}\n]{0,200}'GPU'", tier=1, kind="ray"),
+    # The checkpoint's (or --quantization's) method is not one this vLLM has (ModelConfig._verify_quantization, every
+    # version: "Unknown quantization method: gptq. Must be one of ['awq', 'squeezellm']."; an empty name when the
+    # checkpoint's quantization_config has no quant_method), or the two disagree ("Quantization method specified in
+    # the model config (gptq) does not match the quantization method specified in the `quantization` argument (awq).")
+    _rule("config_rejected",
+          r"Unknown\s+quantization\s+method:\s*(?P<quantization>[\w-]*)\.?\s+Must\s+be\s+one\s+of|"
+          r"Quantization\s+method\s+specified\s+in\s+the\s+model\s+config\s*\((?P<config>[\w.-]*)\)\s*does\s+not\s+match\s+"
+          r"the\s+quantization\s+method\s+specified\s+in\s+the\s+`?quantization`?\s+argument", kind="quantization"),
 ]
 
 
@@ -495,6 +532,13 @@ def _fix_tp_not_divisible(f: dict, where: str, kind: str) -> tuple[str, str]:
                 "Set --tensor-parallel-size × --pipeline-parallel-size to at most the number of visible GPUs "
                 "(check CUDA_VISIBLE_DEVICES / the container's device list); with Ray, `ray status` must show that "
                 "many GPUs and the driver must run on a node with a GPU.")
+    if kind == "quant_shape":
+        tp = f" {f['tp_size']}" if f.get("tp_size") else ""
+        return (f"Tensor parallel size{tp} splits a quantized layer into slices that are not a whole number of its "
+                "quantization groups",
+                "Use a smaller --tensor-parallel-size (each rank's slice of every quantized layer must hold whole "
+                "groups, e.g. group_size 128), or --pipeline-parallel-size instead, or a checkpoint quantized with a "
+                "smaller group size (or unquantized).")
     n = f.get("num_heads") or f.get("num_kv_heads") or f.get("divided")
     tp = f.get("tp_size")
     if f.get("ep_size") is not None:
@@ -688,6 +732,22 @@ def _fix_config_rejected(f: dict, where: str, kind: str) -> tuple[str, str]:
                 f"an argument{arg} that this vLLM removed or renamed, or that came after it (e.g. worker_use_ray, "
                 "removed in 0.7.0: distributed_executor_backend='ray'): pin vLLM to a version the caller supports, "
                 "or upgrade the caller, or drop or rename the argument.")
+    if kind == "ray":
+        return ("Ray cannot place the engine's workers: its placement group, or the node the engine runs on, has "
+                "fewer GPUs than the parallel layout asks for (tensor × pipeline parallel size)",
+                "Check what Ray sees (`ray status`, `ray list nodes`): start vLLM on a node whose GPUs Ray has (the "
+                "driver needs one; VLLM_HOST_IP must be the address Ray knows that node by), connect to the existing "
+                "cluster (RAY_ADDRESS) rather than a new local Ray without the GPUs, and do not start it inside a "
+                "placement group of your own unless that group has one bundle of one GPU per rank; no other placement "
+                "group may hold the GPUs.")
+    if kind == "quantization":
+        q = f.get("quantization")
+        what = f"'{q}'" if q else ("an empty name" if q == "" else "")
+        return (f"This vLLM does not know the checkpoint's quantization method{(' ' + what) if what else ''}, or it "
+                "disagrees with --quantization",
+                "Use a vLLM that supports the method (a newer release), or pass the --quantization the checkpoint was "
+                "made with (or none, so vLLM reads it from the config); a checkpoint whose quantization_config names no "
+                "quant_method needs a re-export that names one.")
     if kind == "argparse":
         return (f"vLLM's command line was refused: {f.get('message', '')}",
                 "Drop or correct that flag (`vllm serve --help` lists this version's): a sampling parameter is not "
@@ -794,13 +854,19 @@ _FRAME_PHASES = [
     ("serving", re.compile(r"\bupdate_weights?(?:_from_\w+|_cuda_ipc)?\b|\bsync_model_weights\b", re.I)),
     ("model_loading", re.compile(r"\bload_model\b|load_weights|model_loader|weight_loader|initialize_model|"
                                  r"process_weights_after_loading|"
-                                 r"\bget_model\b|create_weights|make_layers|safetensors_weights_iterator", re.I)),
+                                 r"\bget_model\b|create_weights|make_layers|safetensors_weights_iterator|"
+                                 # a quantized checkpoint's weights repacked for the Marlin/Machete kernels after loading
+                                 # (_custom_ops.py gptq_marlin_repack, awq_marlin_repack, their _moe_ forms, machete_prepack_B)
+                                 r"\b\w*marlin\w*_repack\b|\bmachete_prepack_B\b", re.I)),
     ("graph_capture", re.compile(r"compile_or_warm_up_model|\b_?warm_up_model\b", re.I)),  # 0.3: warm_up_model
     # (uvicorn's run_asgi and V0 AsyncLLMEngine's generate path handle a request)
     ("serving", re.compile(r"run_asgi|async_llm_engine\.py\",?\s+line\s+\d+,\s+in\s+(?:generate|_process_request)|"
                            r"execute_model|sample_tokens|execute_dummy_batch|"
                            r"run_busy_loop|engine_step|step_with_batch_queue|_process_input_queue|"
-                           r"run_engine_loop|_process_engine_step|start_worker_execution_loop|output_handler|step_async",
+                           r"run_engine_loop|_process_engine_step|start_worker_execution_loop|output_handler|step_async|"
+                           # Ray's compiled graph, which the Ray executors build for execute_model only (start-up's
+                           # profiling and capture go through collective_rpc): its channels and DAG
+                           r"ray/experimental/channel/|ray/dag/compiled_dag_node\.py",
                            re.I)),
     ("init", re.compile(r"\binit_device\b|\binit_model\b|init_worker_distributed_environment|_init_distributed_environment|"
                         r"initialize_model_parallel|init_distributed_environment|ncclCommInitRank|"
@@ -1053,7 +1119,7 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         phase = "profile_run" if re.match(r"Error\s+in\s+memory\s+profiling", text[pos:end], re.I) else "init"
         out.update(phase=phase, phase_confidence="high", phase_evidence=_line_at(text, pos, end))
         return out
-    if category in _CATEGORY_PHASES and kind != "backend":
+    if category in _CATEGORY_PHASES and kind not in ("backend", "quant_shape"):
         out.update(phase=_CATEGORY_PHASES[category], phase_confidence="high", phase_evidence=_line_at(text, pos, end))
         return out
     phase, frame, confidence = _frames_near(text, pos, end)
@@ -1085,12 +1151,21 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         # the API server only starts (and so only shuts down) after the engine finished starting up
         out.update(phase="serving", phase_confidence="medium",
                    phase_evidence=_line_at(text, end, end + 1))
+    elif category == "unknown" and _REQUEST_INPUT_RE.search(text, pos, end):
+        # a request's multimodal input that does not match its prompt's placeholders: raised as that request runs
+        out.update(phase="serving", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
+    elif category == "tp_not_divisible" and kind == "quant_shape":
+        # raised by the quantized layers' create_weights, as the model is built with its weights
+        out.update(phase="model_loading", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
     elif category == "config_rejected" and kind == "backend":
         # V1 picks the attention backend when the model's attention layers are built (Attention.__init__)
         out.update(phase="model_loading", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
     elif category == "nccl_error" and kind == "connect":
         # the ranks meet once, when the process group is formed at worker start
         out.update(phase="init", phase_confidence="high", phase_evidence=_line_at(text, pos, end))
+    elif category == "nccl_error" and kind == "timeout" and _first_collective(text, pos, end):
+        # the group's very first collective never completed: the warm-up all-reduce of a communicator at worker start
+        out.update(phase="init", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
     elif category == "nccl_error" and kind == "timeout" and _late_collective(text, pos, end):
         # the watchdog names the collective's sequence number: start-up runs some thousands, serving millions
         out.update(phase="serving", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
@@ -1107,6 +1182,13 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         # raised while the engine is configured, finds its GPUs or binds its port, before any weight is loaded
         out.update(phase="init", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
     return out
+
+
+# A request's multimodal items that do not fill its prompt's placeholders (models/utils.py _merge_multimodal_embeddings,
+# "Attempted to assign 2816 = 2816 multimodal tokens to 2817 placeholders"): V1 merges the embeddings only for real
+# requests (its profiling run feeds the encoder alone), so the error comes as a request runs.
+_REQUEST_INPUT_RE = re.compile(r"Attempted\s+to\s+assign\s+[^\n]{0,200}?multimodal\s+tokens\s+to\s+\d+\s+placeholders",
+                               re.I)
 
 
 # The API server's own start-up lines (uvicorn's, vLLM's route list and its "Starting vLLM API server"): read as
@@ -1126,6 +1208,15 @@ def _served_before(text: str, milestones: list, pos: int) -> bool:
 # every batch size, two all-reduces a layer) stays in the tens of thousands even for deep models at TP 8.
 _SEQNUM_RE = re.compile(r"SeqNum=(\d{1,12})\b")
 _SERVING_SEQNUM = 100_000
+
+
+# torch's watchdog on a group none of whose collectives ever completed: "WorkNCCL(SeqNum=1, ...)" (the first), "last
+# completed NCCL work: -1" (torch 2.4-2.5), "last completed work: -1" (2.6+)
+_FIRST_COLLECTIVE_RE = re.compile(r"SeqNum=1\b|last\s+completed\s+(?:NCCL\s+)?work:\s*-1\b")
+
+
+def _first_collective(text: str, pos: int, end: int) -> bool:
+    return bool(_FIRST_COLLECTIVE_RE.search(text, pos, end + 600))
 
 
 def _late_collective(text: str, pos: int, end: int) -> bool:
@@ -1424,7 +1515,7 @@ def _nccl_kind(context: str) -> str:
     for kind, pattern in (
             ("p2p", r"peer\s+access|P2PStatus|P2P\s+is\s+not\s+supported"),
             ("custom_allreduce", r"custom_all_reduce|custom\s+all-?reduce|Cuda\s+failure\s+'invalid\s+argument'"),
-            ("timeout", r"Watchdog\s+caught\s+collective\s+operation\s+timeout|timed?\s*out"),
+            ("timeout", r"Watchdog\s+caught\s+collective\s+operation\s+timeout|timed?\s*out|watchdog\s+got\s+stuck"),
             ("system", r"unhandled\s+system\s+error|ncclSystemError")):
         if re.search(pattern, context, re.I):
             return kind

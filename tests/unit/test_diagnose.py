@@ -484,9 +484,9 @@ def test_only_the_engine_config_or_distributed_setup_reached_is_init(line):
     ('  File "/x/transformers/models/auto/configuration_auto.py", line 710, in __getitem__\n    raise KeyError(key)\n'
      "KeyError: 'qwen2'", "model_not_supported", ("model_type", "qwen2")),
     ("ValueError: Cannot provide a placement group of placement_group_specs=[{'GPU': 1.0}, {'GPU': 1.0}] within "
-     "1800 seconds. See `ray status` to make sure the cluster has enough resources.", "tp_not_divisible", None),
+     "1800 seconds. See `ray status` to make sure the cluster has enough resources.", "config_rejected", None),
     ("ValueError: Ray does not allocate any GPUs on the driver node. Consider adjusting the Ray placement group or "
-     "running the driver on a GPU node.", "tp_not_divisible", None),
+     "running the driver on a GPU node.", "config_rejected", None),
     # Ray's host-memory monitor, not a CUDA OOM: no ladder
     ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.", "unknown", None),
 ])
@@ -495,8 +495,8 @@ def test_model_and_ray_wordings(line, category, figure):
     assert r.category == category and r.action == ACTIONS[category]
     if figure:
         assert r.figures[figure[0]] == figure[1]
-    if category == "tp_not_divisible":
-        assert "ray status" in r.fix
+    if category == "config_rejected":
+        assert "ray status" in r.fix and r.phase == "init"
 
 
 def test_an_error_the_model_registry_logged_is_model_not_supported():
@@ -707,7 +707,7 @@ def test_ray_cannot_schedule_the_gpu_workers():
     line = ("(autoscaler +9m40s) Warning: The following resource request cannot be scheduled right now: {'CPU': 1.0, "
             "'GPU': 1.0}. This is likely due to all cluster resources being claimed by actors.")
     r = diagnose(line)
-    assert (r.category, r.phase, r.confidence) == ("tp_not_divisible", "init", "medium") and "ray status" in r.fix
+    assert (r.category, r.phase, r.confidence) == ("config_rejected", "init", "medium") and "ray status" in r.fix
     assert diagnose(line.replace("'GPU': 1.0", "'memory': 1.0")).category == "unknown"
     # a real error elsewhere wins over the warning
     assert diagnose(line + "\n" + OOM).category == "cuda_oom"
@@ -1184,3 +1184,133 @@ _CAPTURING = ("(RayWorkerWrapper pid=1861983) INFO 03-27 10:29:03 [model_runner.
 def test_ray_s_late_copies_of_earlier_lines_are_no_step_back(log, category, phase):
     r = diagnose("\n".join(log))
     assert (r.category, r.phase) == (category, phase)
+
+
+@pytest.mark.parametrize("log,category,phase,word", [
+    # vLLM executor/ray_utils.py initialize_ray_cluster: the caller's own placement group has too few GPU bundles
+    ("ValueError: The number of required GPUs exceeds the total number of available GPUs in the placement group.",
+     "config_rejected", "init", "placement group of your own"),
+    # the same in 0.6+ with its figures, on another device ("TPU")
+    ("ValueError: The number of required TPUs exceeds the total number of available TPUs in the placement group. "
+     "Required number of devices: 8. Total number of devices: 4.", "config_rejected", "init", "ray status"),
+    # ray_utils.py: the driver's node has no GPU Ray can give (every GPU in another placement group's bundles)
+    ("ValueError: Current node has no GPU available. current_node_resource={'memory': 8.0, 'GPU_group_0_ab': 1.0}. "
+     "vLLM engine cannot start without GPU.", "config_rejected", "init", "VLLM_HOST_IP"),
+    # ray_utils.py _verify_bundles
+    ("RuntimeError: driver node id 5b2e0c is not included in a placement group 0a1b. Node id -> bundles {}. You don't "
+     "have enough GPUs available in a current node.", "config_rejected", "init", "ray status"),
+    ("ValueError: Placement group bundle cannot have more than 1 GPU.", "config_rejected", "init", "one bundle"),
+    # newer vLLM logs the cluster-wide shortage as a warning and waits: weak, an error elsewhere wins
+    ("WARNING 02-02 19:54:20 ray_utils.py:315] The number of required GPUs exceeds the total number of available GPUs "
+     "in the placement group.\nINFO 01-01 00:00:00 [gpu_model_runner.py:1] Starting to load model m...\n"
+     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.", "cuda_oom_weights", "model_loading",
+     "weights"),
+    # config.py ModelConfig._verify_quantization (0.2: before GPTQ; V1: a checkpoint naming no quant_method)
+    ("ValueError: Unknown quantization method: gptq. Must be one of ['awq', 'squeezellm'].", "config_rejected", "init",
+     "newer release"),
+    ("Value error, Unknown quantization method: . Must be one of ['aqlm', 'awq', 'fp8', 'modelopt', 'modelopt_fp4']",
+     "config_rejected", "init", "re-export"),
+    ("ValueError: Quantization method specified in the model config (gptq) does not match the quantization method "
+     "specified in the `quantization` argument (awq).", "config_rejected", "init", "--quantization"),
+    # quantization/awq.py, gptq.py create_weights (0.2 - today)
+    ('  File "/x/vllm/model_executor/layers/quantization/awq.py", line 85, in create_weights\n    raise ValueError(\n'
+     "ValueError: The input size is not aligned with the quantized weight shape. This can be caused by too large "
+     "tensor parallel size.", "tp_not_divisible", "model_loading", "group"),
+    ("ValueError: The output size is not aligned with the quantized weight shape. This can be caused by too large "
+     "tensor parallel size.", "tp_not_divisible", "model_loading", "group"),
+    # near misses: another tool's unknown quantization method, a placement group the user created fine
+    ("ValueError: Unknown quantization method: int3", "unknown", "unknown", None),
+    ("INFO Created a placement group of placement_group_specs=[{'GPU': 1.0}] for the workers.", "unknown", "unknown",
+     None),
+])
+def test_ray_placement_quantization_and_quantized_shape_wordings(log, category, phase, word):
+    r = diagnose(log)
+    assert (r.category, r.phase) == (category, phase) and r.action == ACTIONS[category]
+    if word:
+        assert word in r.fix
+
+
+@pytest.mark.parametrize("log,category,phase,word", [
+    # torch ProcessGroupNCCL.cpp's heartbeat monitor (2.2+): the watchdog thread hung in a NCCL/CUDA call
+    ("[rank1]:[E ProcessGroupNCCL.cpp:1316] [PG 2 Rank 1] Heartbeat monitor timed out! Process will be terminated "
+     "after dumping debug info. workMetaList_.size()=138", "nccl_error", "unknown", "NCCL_DEBUG=INFO"),
+    ("[rank1]:[F ProcessGroupNCCL.cpp:1169] [PG 2 Rank 1] ProcessGroupNCCL's watchdog got stuck for 600 seconds without "
+     "making progress in monitoring enqueued collectives.", "nccl_error", "unknown", "rank that stopped"),
+    # the watchdog on a group whose first collective never completed (torch 2.4+): start-up's warm-up all-reduce
+    ("[rank2]:[E1001 16:06:04.537131842 ProcessGroupNCCL.cpp:607] [Rank 2] Watchdog caught collective operation "
+     "timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=128, NumelOut=128, Timeout(ms)=600000) ran for 600009 "
+     "milliseconds before timing out.", "nccl_error", "init", "NCCL_DEBUG=INFO"),
+    ("[rank0]:[E822 16:31:16.131 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation timeout: "
+     "WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=600000)\n[rank0]:[E822 16:31:16.132547721 ProcessGroupNCCL.cpp:2271] [PG "
+     "ID 4 PG GUID 67 Rank 0] failure detected by watchdog at work sequence id: 1 PG status: last enqueued work: 1, "
+     "last completed work: -1", "nccl_error", "init", "NCCL_DEBUG=INFO"),
+    # torch's c10d ProcessGroupGloo, its line cut by the excerpt ("Gloo connectFullMesh fai")
+    ("RuntimeError: Gloo connectFullMesh fai", "nccl_error", "init", "GLOO_SOCKET_IFNAME"),
+    # CUDA's cudaErrorPeerAccessUnsupported through torch (vLLM's custom all-reduce opening the other GPUs' buffers)
+    ("RuntimeError: CUDA error: peer access is not supported between these two devices\nCUDA kernel errors might be "
+     "asynchronously reported at some other API call", "nccl_error", "init", "NCCL_P2P_DISABLE=1"),
+    # near misses: another backend's watchdog (Ascend HCCL), a later collective without a milestone
+    ("[E ProcessGroupHCCL.cpp:1] ProcessGroupHCCL's watchdog got stuck for 600 seconds without making progress",
+     "unknown", "unknown", None),
+    ("[rank0]: Watchdog caught collective operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE, NumelIn=128, "
+     "NumelOut=128, Timeout(ms)=600000) ran for 600009 milliseconds before timing out.", "nccl_error", "unknown", None),
+])
+def test_nccl_heartbeat_first_collective_gloo_and_peer_access_wordings(log, category, phase, word):
+    r = diagnose(log)
+    assert (r.category, r.phase) == (category, phase) and r.action == ACTIONS[category]
+    if word:
+        assert word in r.fix
+
+
+def _cut(frames: str, error: str) -> str:
+    return "Traceback (most recent call last):\n" + frames + error
+
+
+@pytest.mark.parametrize("log,category,phase", [
+    # a log line pasted as a markdown code span or after a fence's backticks (GitHub issues)
+    ("`vllm: error: unrecognized arguments: --config`", "config_rejected", "init"),
+    ("  ```ValueError: The number of required GPUs exceeds the total number of available GPUs in the placement group.```",
+     "config_rejected", "init"),
+    # vLLM transformers_utils/config.py get_config: neither config.json nor params.json (0.6-0.7, then 0.7.3+)
+    ('  File "/x/vllm/transformers_utils/config.py", line 201, in get_config\n    raise ValueError(f"No supported config '
+     'format found in {model}")\nValueError: No supported config format found in org/Qwen2.5-VL-72B-AWQ`',
+     "model_not_found_or_auth", "init"),
+    ("ValueError: Could not detect config format for no config file found. With config_format 'auto', ensure your "
+     "model has either config.json (HF format) or params.json (Mistral format).", "model_not_found_or_auth", "init"),
+    # the GPTQ weights repacked for Marlin after loading (vllm/_custom_ops.py), the excerpt starting there
+    ('  File "/x/vllm/_custom_ops.py", line 1279, in gptq_marlin_repack\n    return torch.ops._C.gptq_marlin_repack(\n'
+     "RuntimeError: CUDA driver error: out of memory", "cuda_oom_weights", "model_loading"),
+    ('  File "/x/vllm/_custom_ops.py", line 700, in awq_marlin_moe_repack\n    return torch.ops._moe_C.awq_marlin_moe_'
+     'repack(\nRuntimeError: CUDA driver error: out of memory', "cuda_oom_weights", "model_loading"),
+    # Ray's compiled graph (the Ray executors' execute_model): a channel read timing out while serving
+    (_cut('  File "/x/ray/experimental/channel/shared_memory_channel.py", line 480, in read\n'
+          '    ret = self._worker.get_objects(\n',
+          "ray.exceptions.RayChannelTimeoutError: System error: Timed out waiting for object available to read."),
+     "unknown", "serving"),
+    # near misses: a Marlin kernel in the forward pass is no weight loading; another tool's config format; a code
+    # span in the middle of a line stays
+    ('  File "/x/vllm/model_executor/layers/quantization/utils/marlin_utils.py", line 300, in apply_gptq_marlin_linear\n'
+     "RuntimeError: CUDA driver error: out of memory", "cuda_oom", "unknown"),
+    ("Error: could not detect config format for app.toml; use --format=yaml", "unknown", "unknown"),
+    ("I ran `vllm: error: unrecognized arguments: --config` again", "unknown", "unknown"),
+])
+def test_markdown_code_spans_config_format_marlin_repack_and_ray_compiled_graph(log, category, phase):
+    r = diagnose(log)
+    assert (r.category, r.phase) == (category, phase)
+    if category == "config_rejected" and "vllm: error" in log:
+        assert r.summary.endswith("--config")
+
+
+@pytest.mark.parametrize("log,phase", [
+    # models/utils.py _merge_multimodal_embeddings (0.6 - today): a request's image tokens and placeholders differ
+    ("ValueError: Attempted to assign 2816 = 2816 multimodal tokens to 2817 placeholders", "serving"),
+    ("ValueError: Attempted to assign 1 x 576 = 576 multimodal tokens to 575 placeholders", "serving"),
+    # near misses: the same error after a profiling milestone is placed by the milestone (V0 profiles with dummy
+    # images); another message about placeholders says nothing
+    ("INFO 01-01 00:00:00 [worker.py:1] Starting profile run for multi-modal models.\n"
+     "ValueError: Attempted to assign 2816 = 2816 multimodal tokens to 2817 placeholders", "profile_run"),
+    ("ValueError: Attempted to assign 3 placeholders to the template", "unknown"),
+])
+def test_a_request_s_multimodal_placeholder_mismatch_is_serving(log, phase):
+    r = diagnose(log)
+    assert (r.category, r.phase) == ("unknown", phase)
