@@ -1186,6 +1186,14 @@ def test_ray_s_late_copies_of_earlier_lines_are_no_step_back(log, category, phas
     assert (r.category, r.phase) == (category, phase)
 
 
+def _diagnosed_as(log, category, phase, word):
+    """The category, phase and the deploy's action for it; `word` (when given) is in the fix."""
+    r = diagnose(log)
+    assert (r.category, r.phase) == (category, phase) and r.action == ACTIONS[category]
+    if word:
+        assert word in r.fix
+
+
 @pytest.mark.parametrize("log,category,phase,word", [
     # vLLM executor/ray_utils.py initialize_ray_cluster: the caller's own placement group has too few GPU bundles
     ("ValueError: The number of required GPUs exceeds the total number of available GPUs in the placement group.",
@@ -1224,10 +1232,7 @@ def test_ray_s_late_copies_of_earlier_lines_are_no_step_back(log, category, phas
      None),
 ])
 def test_ray_placement_quantization_and_quantized_shape_wordings(log, category, phase, word):
-    r = diagnose(log)
-    assert (r.category, r.phase) == (category, phase) and r.action == ACTIONS[category]
-    if word:
-        assert word in r.fix
+    _diagnosed_as(log, category, phase, word)
 
 
 @pytest.mark.parametrize("log,category,phase,word", [
@@ -1256,10 +1261,7 @@ def test_ray_placement_quantization_and_quantized_shape_wordings(log, category, 
      "NumelOut=128, Timeout(ms)=600000) ran for 600009 milliseconds before timing out.", "nccl_error", "unknown", None),
 ])
 def test_nccl_heartbeat_first_collective_gloo_and_peer_access_wordings(log, category, phase, word):
-    r = diagnose(log)
-    assert (r.category, r.phase) == (category, phase) and r.action == ACTIONS[category]
-    if word:
-        assert word in r.fix
+    _diagnosed_as(log, category, phase, word)
 
 
 def _cut(frames: str, error: str) -> str:
