@@ -123,7 +123,7 @@ bench-gateway: staging  ## Gateway vs straight to an engine on staging: median/p
 	$(PY) scripts/bench_gateway.py inventory/staging
 
 bench-routing: staging  ## least_conn vs session vs prefix routing on staging: prefix-cache hit rate, TTFT p50/p99, tokens/s, largest instance share, ratios
-	$(PY) scripts/bench_routing.py inventory/staging $(if $(ROUTING_VARS),--fleet-vars $(ROUTING_VARS))
+	$(PY) scripts/bench_routing.py inventory/staging $(if $(ROUTING_VARS),--fleet-vars $(ROUTING_VARS)) $(ROUTING_ARGS)
 
 bench-rollout: staging  ## A fleet-wide change rolled out on staging under load: each instance's time out of rotation, the rollout's time; a 100x4 fleet's plan
 	$(PY) scripts/bench_rollout.py inventory/staging

@@ -6,14 +6,17 @@ model big enough that prefill dominates time to first token on a staging core, m
 per instance that holds part of the workload's documents, as a GPU replica holds part of a fleet's prefixes; that
 file says why each value), and at the end put back by a deploy without it (`--fleet-vars ''`: the fleet as it is).
 
-Two workloads that look like real use, each a handful of long shared documents (system prompts) and many users
-(chat completions, streamed, with the body's `user`): conversations (several turns per user, each turn carrying
-the conversation so far: the issue's shape) and shared prompts (one question per user, as many requests: what a
-RAG or assistant front end sends). The modes alternate within one run: for each round, each mode in turn (the
-order rotates between rounds) is set by re-rendering the gateway only (`ansible-playbook deploy.yml -l
-gpu-nodes:vllm_gateway --tags plan,gateway -e vllm_gateway_routing=...`: the plan is read again, engines are not
-restarted, HAProxy reloads seamlessly), then each workload runs with fresh text (new documents and questions per
-pass, so one mode never finds what an earlier pass cached). Per workload and mode it prints:
+Three workloads that look like real use, many users (chat completions, streamed, with the body's `user`) on long
+shared documents (system prompts): conversations (a handful of documents, several turns per user, each turn
+carrying the conversation so far: the issue's shape), shared prompts (the same documents, one question per user,
+as many requests: what a RAG or assistant front end sends) and many documents (shared prompts on a corpus whose
+documents together make --many-times, 2, one instance's KV cache: more than a replica holds, what a fleet of three
+or more holds between them, as a GPU fleet's prefixes outgrow one replica's cache). The modes alternate within one
+run: for each round, each mode in turn (the order rotates between rounds) is set by re-rendering the gateway only
+(`ansible-playbook deploy.yml -l gpu-nodes:vllm_gateway --tags plan,gateway -e vllm_gateway_routing=...`: the plan
+is read again, engines are not restarted, HAProxy reloads seamlessly), then each workload runs with fresh text (new
+documents and questions per pass, so one mode never finds what an earlier pass cached). Per workload and mode it
+prints:
 
   * prefix-cache hit rate: the engines' vllm:prefix_cache_hits_total / _queries_total (tokens), read from each
     engine's /metrics before and after its passes;
@@ -25,7 +28,7 @@ pass, so one mode never finds what an earlier pass cached). Per workload and mod
     >= 1.3x).
 
     python3 scripts/bench_routing.py [inventory/staging] [--fleet-vars FILE] [--rounds 2] [--documents 16] [--users 48]
-                                     [--turns 3]
+                                     [--turns 3] [--many-times 2] [--workload NAME ...]
 
 The pure parts (workload, metrics parsing, statistics, the report) are unit-tested
 (tests/unit/test_bench_routing.py); the figures need `make staging` and are not asserted.
@@ -240,19 +243,22 @@ def engine_ports(inv: Path, fleet_vars: str) -> list[int]:
     raise SystemExit(f"bench-routing: no vllm_instances in {fleet_vars or inv}")
 
 
+def read_inside(node: str, url: str, key: str = "") -> str:
+    """GET `url` from inside the container `node` (loopback ports the host cannot reach), the bearer key, if any,
+    passed on stdin so that it never shows in a process list."""
+    code = ("import sys, urllib.request; key = sys.stdin.read().strip(); print(urllib.request.urlopen(urllib.request."
+            "Request(sys.argv[1], headers={'Authorization': 'Bearer ' + key} if key else {}), timeout=30).read().decode())")
+    run = subprocess.run(["docker", "exec", "-i", node, "python3", "-c", code, url],
+                         input=key, capture_output=True, text=True, timeout=60)
+    if run.returncode != 0:
+        raise RuntimeError(f"reading {url} on {node} failed: {run.stderr[-300:]}")
+    return run.stdout
+
+
 def engine_metrics(fleet: dict) -> list[str]:
     """Every instance's /metrics, read inside its node on loopback (only node1's first port is published)."""
-    code = ("import sys, urllib.request; print(urllib.request.urlopen(urllib.request.Request(sys.argv[1], "
-            "headers={'Authorization': 'Bearer ' + sys.stdin.read().strip()}), timeout=30).read().decode())")
-    out = []
-    for node in fleet["nodes"]:
-        for port in fleet["ports"]:
-            run = subprocess.run(["docker", "exec", "-i", node, "python3", "-c", code, f"http://127.0.0.1:{port}/metrics"],
-                                 input=fleet["direct"][0][2], capture_output=True, text=True, timeout=60)
-            if run.returncode != 0:
-                raise RuntimeError(f"reading {node}:{port}/metrics failed: {run.stderr[-300:]}")
-            out.append(run.stdout)
-    return out
+    return [read_inside(node, f"http://127.0.0.1:{port}/metrics", fleet["direct"][0][2])
+            for node in fleet["nodes"] for port in fleet["ports"]]
 
 
 def engine_counters(fleet: dict) -> dict:
@@ -265,12 +271,7 @@ def engine_counters(fleet: dict) -> dict:
 
 def gateway_responses(fleet: dict) -> dict:
     """HAProxy's exporter, read inside the gateway node (its metrics port is not published)."""
-    code = "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:8405/metrics', timeout=30).read().decode())"
-    run = subprocess.run(["docker", "exec", fleet["gateway_host"], "python3", "-c", code],
-                         capture_output=True, text=True, timeout=60)
-    if run.returncode != 0:
-        raise RuntimeError(f"reading HAProxy's exporter on {fleet['gateway_host']} failed: {run.stderr[-300:]}")
-    return server_responses(run.stdout, fleet["backend"])
+    return server_responses(read_inside(fleet["gateway_host"], "http://127.0.0.1:8405/metrics"), fleet["backend"])
 
 
 def deploy(inv: Path, fleet_vars: str, mode: str | None = None, model: str = "", tags: str = "") -> float:
@@ -347,8 +348,13 @@ def main(argv=None) -> int:
     ap.add_argument("--turns", type=int, default=3, help="questions per conversation")
     ap.add_argument("--max-tokens", type=int, default=16, help="tokens per answer")
     ap.add_argument("--concurrency", type=int, default=4, help="conversations at once")
+    ap.add_argument("--many-times", type=float, default=2.0,
+                    help="the many-documents workload's documents together make this many times one instance's KV cache")
+    ap.add_argument("--workload", action="append", choices=WORKLOADS,
+                    help="run only this workload (repeatable; default: all three)")
     ap.add_argument("--deploy-tags", default="plan,gateway", help="what the mode switch runs of deploy.yml")
     args = ap.parse_args(argv)
+    args.workload = args.workload or list(WORKLOADS)
     inv = Path(args.inventory)
     fleet_vars = str(inv / "bench-routing.yml") if args.fleet_vars is None and (inv / "bench-routing.yml").exists() else (args.fleet_vars or "")
     fleet = {**load_fleet(inv), "ports": engine_ports(inv, fleet_vars)}
@@ -369,12 +375,26 @@ def main(argv=None) -> int:
     return 0
 
 
-def workloads(args) -> dict[str, tuple[int, int, int]]:
-    """The two workloads of a pass, (documents, users, turns) each, the same number of requests: conversations
-    (the issue's shape: several turns per user on a shared document) and shared prompts (one question per user
-    on a shared system prompt or document: what a RAG or assistant front end sends)."""
-    return {"conversations": (args.documents, args.users, args.turns),
-            "shared prompts": (args.documents, args.users * args.turns, 1)}
+def many_documents(cache_tokens: int, doc_tokens: float, times: float) -> int:
+    """Documents that together make `times` one instance's KV cache (the many-documents workload): more than one
+    replica holds, what a fleet of three or more holds between them."""
+    if cache_tokens < 1 or doc_tokens <= 0 or times <= 0:
+        raise ValueError("cache_tokens, doc_tokens and times must be positive")
+    return max(1, math.ceil(times * cache_tokens / doc_tokens))
+
+
+WORKLOADS = ("conversations", "shared prompts", "many documents")
+
+
+def workloads(args, many: int = 0) -> dict[str, tuple[int, int, int]]:
+    """The workloads of a pass, (documents, users, turns) each, the same number of requests: conversations
+    (the issue's shape: several turns per user on a shared document), shared prompts (one question per user
+    on a shared system prompt or document: what a RAG or assistant front end sends) and many documents (the
+    same on `many` documents: a corpus larger than one replica's cache), those of args.workload."""
+    shapes = {"conversations": (args.documents, args.users, args.turns),
+              "shared prompts": (args.documents, args.users * args.turns, 1),
+              "many documents": (many, args.users * args.turns, 1)}
+    return {name: shape for name, shape in shapes.items() if name in args.workload}
 
 
 def measure(inv: Path, fleet: dict, fleet_vars: str, args) -> dict[str, dict[str, list[dict]]]:
@@ -385,11 +405,13 @@ def measure(inv: Path, fleet: dict, fleet_vars: str, args) -> dict[str, dict[str
     per_word = json.loads(fetch(engine, "POST", "/tokenize", {"model": fleet["model"], "prompt": sample}))["count"] / 100
     doc_words = doc_words_for(max_model_len, args.turns, args.max_tokens, per_word)
     cached = [cache_tokens(exposition) for exposition in engine_metrics(fleet)]
-    shapes = workloads(args)
+    many = many_documents(min(cached), doc_words * per_word, args.many_times) if "many documents" in args.workload else 0
+    shapes = workloads(args, many)
     print(f"bench-routing: {fleet['model']} (max_model_len {max_model_len}) on {len(cached)} instances, KV cache "
-          f"{' / '.join(str(c) for c in cached)} tokens each; per pass {args.documents} documents of {doc_words} words "
-          f"(about {doc_words * per_word:.0f} tokens each, {args.documents * doc_words * per_word:.0f} in all); workloads: "
-          + "; ".join(f"{name}: {users} users x {turns} turns" for name, (_d, users, turns) in shapes.items())
+          f"{' / '.join(str(c) for c in cached)} tokens each; documents of {doc_words} words (about "
+          f"{doc_words * per_word:.0f} tokens each); workloads: "
+          + "; ".join(f"{name}: {docs} documents ({docs * doc_words * per_word:.0f} tokens), {users} users x {turns} turns"
+                      for name, (docs, users, turns) in shapes.items())
           + f"; {args.rounds} rounds", flush=True)
     parts: dict[str, dict[str, list[dict]]] = {name: {m: [] for m in MODES} for name in shapes}
     seed = 1000

@@ -61,11 +61,22 @@ def test_cache_size_from_a_real_vllm_cpu_metrics_page():
     assert bench_routing.cache_tokens("vllm:num_requests_running 0\n") == 0
 
 
-def test_both_workloads_send_as_many_requests():
-    args = type("Args", (), {"documents": 16, "users": 48, "turns": 3})()
-    shapes = bench_routing.workloads(args)
-    assert shapes == {"conversations": (16, 48, 3), "shared prompts": (16, 144, 1)}
+def test_the_workloads_send_as_many_requests_and_only_those_asked_for():
+    args = type("Args", (), {"documents": 16, "users": 48, "turns": 3, "workload": list(bench_routing.WORKLOADS)})()
+    shapes = bench_routing.workloads(args, 25)
+    assert shapes == {"conversations": (16, 48, 3), "shared prompts": (16, 144, 1), "many documents": (25, 144, 1)}
     assert len({users * turns for _docs, users, turns in shapes.values()}) == 1
+    args.workload = ["many documents"]
+    assert bench_routing.workloads(args, 25) == {"many documents": (25, 144, 1)}
+
+
+def test_many_documents_outgrow_one_cache_by_the_factor_asked():
+    # bench-routing.yml's cache (160 blocks of 128 tokens) and its ~1,670-token documents: 12.3 per cache, 25 for 2x
+    assert bench_routing.many_documents(20480, 1670, 2.0) == 25
+    assert bench_routing.many_documents(20480, 1670, 2.0) * 1670 >= 2 * 20480
+    assert bench_routing.many_documents(20480, 30000, 2.0) == 2  # documents larger than the cache: still 2x
+    with pytest.raises(ValueError):
+        bench_routing.many_documents(0, 1670, 2.0)  # an engine that shows no cache size
 
 
 def test_per_instance_responses_from_the_real_haproxy_exporter(tmp_path):
