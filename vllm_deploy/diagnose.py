@@ -152,6 +152,10 @@ _WARMING_UP = r"warming\s+up\s+(?:the\s+)?(?:sampler|pooler)"
 _BLOCKS = r"(?:GPU|CUDA|ROCm|NPU|XPU|HPU|TPU|neuron)\s+blocks:"  # searched, so no anchor: a leading "#?\\s*" was quadratic on blank lines
 
 
+# between the pieces of an exception raised with several string arguments, printed as a tuple ("for ', 'the")
+_TUPLE_GAP = r"\s*(?:['\"],\s*['\"])?\s*"
+
+
 RULES: list[_Rule] = [
     # KV cache smaller than one max-length request (V1, both "model's" and the older "models's").
     # Tails are optional so that an excerpt cut mid-line still classifies (figures then missing).
@@ -344,9 +348,22 @@ RULES: list[_Rule] = [
     _rule("unsupported_dtype_or_gpu",
           r"Bfloat16\s+is\s+only\s+supported\s+on\s+GPUs\s+with\s+compute\s+capability\s+of\s+at\s+least\s+8\.0"
           r"(?:\.\s*Your\s+(?P<gpu_name>[^\n]+?)\s+GPU\s+has\s+compute\s+capability\s+(?P<compute_capability>[\d.]+))?"),
+    # A quantization method or scheme that needs a newer GPU: ModelConfig's check of the method ("The quantization
+    # method awq is not supported for the current GPU. Minimum capability: 75. Current capability: 70.") and the
+    # compressed-tensors / quark configs' check of a layer's scheme (_check_scheme_supported), raised with three
+    # arguments and so printed as a tuple: "('Quantization scheme is not supported for ', 'the current GPU. Min
+    # capability: 80. ', 'Current capability: 75.')"
     _rule("unsupported_dtype_or_gpu",
-          r"The\s+quantization\s+method\s+(?P<quantization>\S+)\s+is\s+not\s+supported\s+for\s+the\s+current\s+GPU\.?\s*"
-          r"(?:Minimum\s+capability:\s*(?P<min_capability>\d+)\.?\s*Current\s+capability:\s*(?P<compute_capability>\d+))?"),
+          r"(?:The\s+quantization\s+method\s+(?P<quantization>\S+)|Quantization\s+scheme)\s+is\s+not\s+supported\s+for"
+          + _TUPLE_GAP + r"the\s+current\s+GPU\.?(?:" + _TUPLE_GAP + r"Min(?:imum)?\s+capability:\s*(?P<min_capability>\d+)\.?"
+          + _TUPLE_GAP + r"Current\s+capability:\s*(?P<compute_capability>\d+))?"),
+    # a kernel built only for newer GPUs, at its first call: vLLM's Marlin and AllSpark GEMMs (csrc, "marlin_gemm(..)
+    # requires CUDA_ARCH >= 8.0"), torch's FP8 matmuls ("torch._scaled_mm is only supported on CUDA devices with
+    # compute capability >= 9.0 or 8.9, or ROCm MI300+", "torch._scaled_grouped_mm ... = [9.0, 10.0]")
+    _rule("unsupported_dtype_or_gpu",
+          r"\w+\(\.\.\)\s+requires\s+CUDA_ARCH\s*>=\s*(?P<min_arch>\d+(?:\.\d+)?)|"
+          r"is\s+only\s+supported\s+on\s+CUDA\s+devices\s+with\s+compute\s+capability\s*"
+          r"(?:>=\s*[\d.]+\s+or\s+|=\s*\[?)(?P<min_arch2>\d+(?:\.\d+)?)", kind="arch"),  # (">= 9.0 or 8.9": the lower)
     _rule("unsupported_dtype_or_gpu",
           r"FlashAttention\s+only\s+supports\s+Ampere\s+GPUs\s+or\s+newer|"
           r"no\s+kernel\s+image\s+is\s+available\s+for\s+execution\s+on\s+the\s+device|"
@@ -709,11 +726,29 @@ def _fix_unsupported_dtype_or_gpu(f: dict, where: str, kind: str) -> tuple[str, 
                 "Avoid that kernel on this GPU: --kv-cache-dtype auto (the fp8 KV kernels ask the most) or another "
                 "--attention-backend, or a vLLM whose kernel configs cover this GPU (consumer Blackwell/Ada have "
                 "~100 KiB per block).")
+    if f.get("min_capability") or f.get("min_arch"):
+        return _needs_newer_gpu(f)
     cc = f.get("compute_capability")
     summary = "The GPU does not support the requested dtype/kernel" + (f" (compute capability {cc})" if cc else "")
     return summary, ("For bfloat16 on GPUs below compute capability 8.0 (V100, T4, 20xx) use --dtype half; "
                      "for an unsupported quantization pick one the GPU supports; 'no kernel image' means the "
                      "torch/vLLM build lacks this GPU's architecture (Blackwell needs a CUDA ≥12.8 build).")
+
+
+def _capability(value) -> str:
+    """A compute capability as NVIDIA writes it: vLLM's 80 and CUDA_ARCH's 800 are 8.0; torch's 8.9 stays."""
+    v = float(value)
+    return f"{v / 100:.1f}" if v >= 100 else (f"{v / 10:.1f}" if v >= 10 else f"{v:.1f}")
+
+
+def _needs_newer_gpu(f: dict) -> tuple[str, str]:
+    """A quantization method, scheme or kernel that needs a newer GPU than this one."""
+    need = _capability(f.get("min_capability") or f["min_arch"])
+    has = f" (this GPU: {_capability(f['compute_capability'])})" if f.get("compute_capability") else ""
+    return (f"The checkpoint's quantization needs a GPU of compute capability {need} or newer{has}",
+            f"Serve it on a GPU of compute capability {need}+, or use a checkpoint (or --quantization) whose kernels "
+            "this GPU has: e.g. GPTQ/AWQ rather than FP8 or a compressed-tensors scheme below Ampere, FP8 only on "
+            "Ada/Hopper; the unquantized model if it fits.")
 
 
 def _fix_config_rejected(f: dict, where: str, kind: str) -> tuple[str, str]:
@@ -1178,7 +1213,7 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         # without it fails later, at its own first kernel (profiling), where frames or milestones say so
         out.update(phase="init", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
     elif category in ("unsupported_dtype_or_gpu", "port_in_use", "driver_mismatch_or_no_driver") and \
-            kind not in ("kernel", "smem"):
+            kind not in ("kernel", "smem", "arch"):
         # raised while the engine is configured, finds its GPUs or binds its port, before any weight is loaded
         out.update(phase="init", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
     return out
@@ -1297,7 +1332,7 @@ def _diagnose(text) -> Diagnosis:
     figures.update({k: _num(v) for k, v in m.groupdict().items()
                     if v is not None and re.fullmatch(r"-?[\d.,]+", v) and _num(v) is not None})
     figures.update({k: v.strip() for k, v in m.groupdict().items() if v is not None and k in _TEXT_FIGURES})
-    for key in ("config", "argument"):  # a rule's second wording names its groups key2
+    for key in ("config", "argument", "min_arch"):  # a rule's second wording names its groups key2
         if key + "2" in figures:
             figures[key] = figures.pop(key + "2")
     category, where, kind = rule.category, "", rule.kind

@@ -207,6 +207,7 @@ def test_v1_sampler_warmup_wrapping_a_torch_oom():
     ("ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla T4 GPU "
      "has compute capability 7.5. You can use float16 instead by explicitly setting the`dtype` flag in CLI, for "
      "example: --dtype=half.", "unsupported_dtype_or_gpu", ("compute_capability", 7.5)),
+    # (0.4's Fp8Config asked for 89)
     ("ValueError: The quantization method fp8 is not supported for the current GPU. Minimum capability: 89. "
      "Current capability: 86.", "unsupported_dtype_or_gpu", ("min_capability", 89)),
     ("RuntimeError: CUDA error: no kernel image is available for execution on the device",
@@ -1316,3 +1317,38 @@ def test_markdown_code_spans_config_format_marlin_repack_and_ray_compiled_graph(
 def test_a_request_s_multimodal_placeholder_mismatch_is_serving(log, phase):
     r = diagnose(log)
     assert (r.category, r.phase) == ("unknown", phase)
+
+
+@pytest.mark.parametrize("log,category,phase,word", [
+    # compressed-tensors' _check_scheme_supported (vllm/model_executor/layers/quantization/compressed_tensors/
+    # compressed_tensors.py, 0.6 - 0.11): a RuntimeError of three strings, printed as a tuple (blind3 015)
+    ("RuntimeError: ('Quantization scheme is not supported for ', 'the current GPU. Min capability: 80. ', "
+     "'Current capability: 75.')", "unsupported_dtype_or_gpu", "init", "8.0+"),
+    # the same check joined into one sentence (quark's and later forks' copy of it)
+    ("RuntimeError: Quantization scheme is not supported for the current GPU. Min capability: 75. Current "
+     "capability: 70.", "unsupported_dtype_or_gpu", "init", "7.5+"),
+    # ModelConfig's check of the method (vllm/config.py 0.2 - 0.10, vllm/config/vllm.py later)
+    ("ValueError: The quantization method awq is not supported for the current GPU. Minimum capability: 75. Current "
+     "capability: 70.", "unsupported_dtype_or_gpu", "init", "7.5+"),
+    # (0.4's Fp8Config asked for 89)
+    ("ValueError: The quantization method fp8 is not supported for the current GPU. Minimum capability: 89. Current "
+     "capability: 86.", "unsupported_dtype_or_gpu", "init", "8.9+"),
+    # kernels built for newer GPUs only, at their first call: vLLM's csrc/quantization/gptq_marlin/gptq_marlin.cu and
+    # allspark ("requires CUDA_ARCH >= 8.0"), torch's aten/src/ATen/native/cuda/Blas.cpp _scaled_mm (FP8 before Ada)
+    ("RuntimeError: marlin_gemm(..) requires CUDA_ARCH >= 8.0", "unsupported_dtype_or_gpu", "unknown", "8.0+"),
+    ("RuntimeError: allspark_w8a16_gemm(..) requires CUDA_ARCH >= 8.0", "unsupported_dtype_or_gpu", "unknown", "8.0+"),
+    ("RuntimeError: torch._scaled_mm is only supported on CUDA devices with compute capability >= 9.0 or 8.9, or ROCm "
+     "MI300+", "unsupported_dtype_or_gpu", "unknown", "8.9+"),
+    ("INFO 01-01 00:00:00 [gpu_model_runner.py:1] Starting profile run\nRuntimeError: torch._scaled_mm is only "
+     "supported on CUDA devices with compute capability >= 9.0 or 8.9, or ROCm MI300+", "unsupported_dtype_or_gpu",
+     "profile_run", "Ada"),
+    # near misses: vLLM's warning that FP8 falls back to weight-only Marlin on a pre-Ada GPU (marlin_utils_fp8.py) is
+    # no error; a scheme the GPU does support logs no refusal; another op's "only supported on CUDA devices"
+    ("WARNING 01-01 00:00:00 marlin_utils_fp8.py:1] Your GPU does not have native support for FP8 computation but FP8 "
+     "quantization is being used. Weight-only FP8 compression will be used leveraging the Marlin kernel.",
+     "unknown", "unknown", None),
+    ("INFO Using scheme CompressedTensorsWNA16. Min capability: 80. Current capability: 90.", "unknown", "unknown", None),
+    ("RuntimeError: pin_memory is only supported on CUDA devices", "unknown", "unknown", None),
+])
+def test_a_quantization_or_kernel_that_needs_a_newer_gpu(log, category, phase, word):
+    _diagnosed_as(log, category, phase, word)

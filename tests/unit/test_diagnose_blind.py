@@ -73,8 +73,6 @@ KNOWN_MISSES = {
         ("050-nccl-watchdog-broadcast-naive-all2all-multinode.log", "phase"):
             "the collective's SeqNum (5730) is below the mark above which a collective counts as serving",
         # The blind third's misses at its final measurement (PROTOCOL.md), left as measured:
-        ("015-quant-scheme-unsupported-turing-compressed-tensors.log", "category"):
-            "'Quantization scheme is not supported for the current GPU. Min capability' is no wording the rules know",
         ("024-cuda-oom-profile-run-minicpmv-3090.log", "category"):
             "V0's 'Error in model execution' OOM under LLM(): generic cuda_oom; the thread places it in the profile run",
         ("024-cuda-oom-profile-run-minicpmv-3090.log", "phase"):
