@@ -243,6 +243,11 @@ RULES: list[_Rule] = [
           kind="fabric"),
     _rule("driver_mismatch_or_no_driver", r"No\s+platform\s+detected,?\s+vLLM\s+is\s+running\s+on\s+UnspecifiedPlatform",
           tier=1, kind="no_platform"),
+    # vLLM 0.3-0.4's DeviceConfig when torch sees no CUDA device and no other platform (config.py: raise
+    # RuntimeError("No supported device detected.")), as in a Ray actor scheduled without a GPU; later versions say
+    # "Failed to infer device type" (above). Other programs print the same words: only vLLM's RuntimeError counts.
+    _rule("driver_mismatch_or_no_driver", r"RuntimeError[:(]\s*['\"]?No\s+supported\s+device\s+detected",
+          kind="no_platform"),
     # vLLM's triton_utils/importing.py at import: no Triton backend's driver is active (torch sees no CUDA device, e.g.
     # libcuda.so.1 missing in the container). A CPU or TPU build says the same: weak, and not on those platforms.
     _rule("driver_mismatch_or_no_driver", r"Triton\s+is\s+installed\s+but\s+0\s+active\s+driver", tier=1,
@@ -597,7 +602,8 @@ def _fix_driver_mismatch_or_no_driver(f: dict, where: str, kind: str) -> tuple[s
                 "container toolkit mounts libcuda.so.1), and do not override LD_LIBRARY_PATH past it; on the host "
                 "check `nvidia-smi` and that python -c 'import torch; print(torch.cuda.is_available())' is True.")
     if kind == "no_platform":
-        summary = "vLLM found no GPU platform (no CUDA device visible: container without GPUs or no driver)"
+        summary = ("vLLM found no GPU platform (no CUDA device visible to the process: a container without GPUs, a "
+                   "Ray actor scheduled without num_gpus, or no driver)")
     else:
         summary = "The NVIDIA driver is missing, not visible, or does not match (driver/library mismatch or too old)"
     if f.get("driver_cuda"):

@@ -1352,3 +1352,21 @@ def test_a_request_s_multimodal_placeholder_mismatch_is_serving(log, phase):
 ])
 def test_a_quantization_or_kernel_that_needs_a_newer_gpu(log, category, phase, word):
     _diagnosed_as(log, category, phase, word)
+
+
+@pytest.mark.parametrize("log,category,phase,word", [
+    # vllm/config.py DeviceConfig (0.3 - 0.4): torch sees no CUDA device (blind3 039: a Ray actor without a GPU)
+    ('  File "/x/vllm/config.py", line 484, in __init__\n    raise RuntimeError("No supported device detected.")\n'
+     "RuntimeError: No supported device detected.", "driver_mismatch_or_no_driver", "init", "--gpus all"),
+    ("RuntimeError: No supported device detected.", "driver_mismatch_or_no_driver", "init", "nvidia-smi"),
+    # its successors (vllm/config.py 0.5+: "Failed to infer device type"; platforms/__init__.py 0.7+), and torch's
+    ("RuntimeError: Failed to infer device type", "driver_mismatch_or_no_driver", "init", "--gpus all"),
+    ("RuntimeError: No CUDA GPUs are available", "driver_mismatch_or_no_driver", "init", "--gpus all"),
+    ("RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a "
+     "driver from http://www.nvidia.com/Download/index.aspx", "driver_mismatch_or_no_driver", "init", "nvidia-smi"),
+    # near misses: the same words from other programs (a device server's warning, a game's renderer)
+    ("WARN No supported device detected. Server will start without a device.", "unknown", "unknown", None),
+    ("MyRenderException: No supported device detected!", "unknown", "unknown", None),
+])
+def test_no_device_for_vllm_to_run_on(log, category, phase, word):
+    _diagnosed_as(log, category, phase, word)

@@ -81,8 +81,6 @@ KNOWN_MISSES = {
             "an OOM logged by the chat endpoint (serving_chat.py) is not read as serving: generic cuda_oom",
         ("030-cuda-oom-serving-mistral-large-long-context.log", "phase"):
             "serving_chat.py's error prefix is no serving evidence the rules read",
-        ("039-no-supported-device-openrlhf-ray-actor.log", "category"):
-            "'No supported device detected.' is no wording the rules know; its phase, init, is found",
     },
 }
 
