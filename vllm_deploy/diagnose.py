@@ -1347,6 +1347,8 @@ def _diagnose(text) -> Diagnosis:
     if category == "nccl_error" and kind not in ("connect", "library", "ib"):
         kind = _nccl_kind(norm[max(0, pos - 2000): pos + 3000])
     loc = _locate(norm, pos, m.end(), category, kind, milestones)
+    if loc["phase"] == "unknown":
+        loc.update(_endpoint_logged(text, norm))
     if category == "cuda_oom":
         tail = norm[pos: pos + 1500]
         if m.groupdict().get("tried") is not None:
@@ -1398,11 +1400,32 @@ _REGISTRY_LOG_RE = re.compile(r"^[^\n]*?\bERROR\s+\d{2}-\d{2}\s+[\d:.]+\s+\[?reg
 _REGISTRY_RULE = _Rule("model_not_supported", _REGISTRY_LOG_RE, tier=1, kind="registry")
 
 
-def _registry_error(text, norm: str):
+def _raw(text) -> str:
+    """The log as written, colours removed but every line's header kept."""
     if isinstance(text, (bytes, bytearray)):
         text = bytes(text).decode("utf-8", errors="replace")
-    raw = _LOST_ESCAPE_RE.sub("", _ANSI_RE.sub("", str(text or "")))
-    m = _REGISTRY_LOG_RE.search(raw)
+    return _LOST_ESCAPE_RE.sub("", _ANSI_RE.sub("", str(text or "")))
+
+
+# The OpenAI server's request handlers log a request's failure under their own module (entrypoints/openai/
+# serving_chat.py, serving_completion.py, serving_embedding.py, serving_responses.py ...: "ERROR 02-11 08:25:49
+# serving_chat.py:661] ...", logger.exception("Error in chat completion stream generator.")): those modules only run
+# once the engine is up, so an error they log was raised serving a request. Read from the raw log (normalise() strips
+# the header); used only where no frame or milestone placed the error.
+_ENDPOINT_LOG_RE = re.compile(r"^[^\n]*?\bERROR\s+\d{2}-\d{2}\s+[\d:.]+\s+\[?serving_\w+\.py:\d+\][^\n]*", re.M)
+_ENDPOINT_ERROR_RE = re.compile(r"Error\s+in\s+chat\s+completion\s+stream\s+generator", re.I)
+
+
+def _endpoint_logged(text, norm: str) -> dict:
+    """Serving evidence from the API server's request handlers: their ERROR log lines."""
+    m = _ENDPOINT_LOG_RE.search(_raw(text)) or _ENDPOINT_ERROR_RE.search(norm)
+    if not m:
+        return {}
+    return {"phase": "serving", "phase_confidence": "medium", "phase_evidence": m.group(0).strip()[:300]}
+
+
+def _registry_error(text, norm: str):
+    m = _REGISTRY_LOG_RE.search(_raw(text))
     if not m:
         return None
     rest = m.group("rest").strip()

@@ -1370,3 +1370,35 @@ def test_a_quantization_or_kernel_that_needs_a_newer_gpu(log, category, phase, w
 ])
 def test_no_device_for_vllm_to_run_on(log, category, phase, word):
     _diagnosed_as(log, category, phase, word)
+
+
+_TORCH_OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.15 GiB. GPU 0 has a total capacity of 79"
+
+
+@pytest.mark.parametrize("log,category,phase,word", [
+    # the chat endpoint logging a request's failure (entrypoints/openai/serving_chat.py's logger.exception, V0 in
+    # docker compose, blind3 030; V1 behind the API server's process tag)
+    ("vllm  | ERROR 02-11 08:25:49 serving_chat.py:661]   File \"/x/vllm/model_executor/layers/activation.py\", line "
+     "81, in forward_cuda\nvllm  | ERROR 02-11 08:25:49 serving_chat.py:661] " + _TORCH_OOM, "cuda_oom_runtime",
+     "serving", "--max-num-batched-tokens"),
+    ("(APIServer pid=3176541) ERROR 09-16 10:40:29 [serving_chat.py:1051] Error in chat completion stream generator.\n"
+     "(APIServer pid=3176541) ERROR 09-16 10:40:29 [serving_chat.py:1051] Traceback (most recent call last):\n"
+     + _TORCH_OOM, "cuda_oom_runtime", "serving", None),
+    ("ERROR 06-09 11:40:52 [serving_completion.py:401] " + _TORCH_OOM, "cuda_oom_runtime", "serving", None),
+    # its message alone, the header stripped by whoever pasted the log
+    ("Error in chat completion stream generator.\nTraceback (most recent call last):\n" + _TORCH_OOM,
+     "cuda_oom_runtime", "serving", None),
+    # near misses: the endpoints' INFO/WARNING lines are no error they logged (this rule reads errors only); the
+    # engine's own logger (engine.py) and another program's module named *serving*.py are no endpoint; a frame that
+    # places the error wins over the endpoint's header
+    ("INFO 02-11 08:20:00 serving_chat.py:80] Using default chat sampling params from model\n" + _TORCH_OOM,
+     "cuda_oom", "unknown", None),
+    ("WARNING 02-11 08:20:00 [serving_completion.py:70] Default sampling parameters have been overridden\n"
+     + _TORCH_OOM, "cuda_oom", "unknown", None),
+    ("ERROR 11-18 18:07:28 engine.py:366] " + _TORCH_OOM, "cuda_oom", "unknown", None),
+    ("ERROR 11-18 18:07:28 [model_serving.py:12] " + _TORCH_OOM, "cuda_oom", "unknown", None),
+    ('ERROR 02-11 08:25:49 serving_chat.py:661]   File "/x/vllm/worker/model_runner.py", line 1, in profile_run\n'
+     "ERROR 02-11 08:25:49 serving_chat.py:661] " + _TORCH_OOM, "cuda_oom_weights", "profile_run", None),
+])
+def test_an_error_the_api_server_s_endpoints_logged_is_serving(log, category, phase, word):
+    _diagnosed_as(log, category, phase, word)

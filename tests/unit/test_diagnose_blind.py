@@ -77,10 +77,6 @@ KNOWN_MISSES = {
             "V0's 'Error in model execution' OOM under LLM(): generic cuda_oom; the thread places it in the profile run",
         ("024-cuda-oom-profile-run-minicpmv-3090.log", "phase"):
             "the posted constructor call is the only sign of start-up: no frame or milestone",
-        ("030-cuda-oom-serving-mistral-large-long-context.log", "category"):
-            "an OOM logged by the chat endpoint (serving_chat.py) is not read as serving: generic cuda_oom",
-        ("030-cuda-oom-serving-mistral-large-long-context.log", "phase"):
-            "serving_chat.py's error prefix is no serving evidence the rules read",
     },
 }
 
