@@ -11,9 +11,10 @@ import sys
 import pytest
 import yaml
 
-from conftest import REPO, calibration_dir, calibration_files
+from conftest import REPO, calibration_dir, calibration_files, model_config_path
 from vllm_deploy.diagnose import CATEGORIES, diagnose
 from vllm_deploy.ladder import ACTIONS, MEMORY_CATEGORIES
+from vllm_deploy.planner import ModelInfo, plan
 
 # Figures read by hand from each log (not from this code's output).
 EXPECTED_FIGURES = {
@@ -1402,3 +1403,18 @@ _TORCH_OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.15
 ])
 def test_an_error_the_api_server_s_endpoints_logged_is_serving(log, category, phase, word):
     _diagnosed_as(log, category, phase, word)
+
+
+@pytest.mark.parametrize("model,tp,refused", [
+    ("meta-llama__Llama-3.1-8B-Instruct", 3, "attention heads"),  # 32 heads
+    ("Qwen__Qwen3-14B", 5, "vocabulary"),  # 40 heads divide by 5, the padded vocabulary 151936 does not
+])
+def test_the_planner_refuses_the_layouts_the_tp_action_says_it_refuses(model, tp, refused):
+    """tp_not_divisible's action says the planner refuses the layout: it does (its reasons are vLLM's own words, and
+    diagnosed as that category), and the text names what it does not check."""
+    with open(model_config_path(model), encoding="utf-8") as fh:
+        p = plan(ModelInfo.from_config(json.load(fh)), gpu_total_gib=79.19, num_gpus=tp, tensor_parallel_size=tp)
+    assert not p.fits
+    r = diagnose(p.reasons[0])
+    assert (r.category, r.action) == ("tp_not_divisible", "refuse")
+    assert "planner" in r.action_text and refused in r.action_text and "quantized layer's groups" in r.action_text
