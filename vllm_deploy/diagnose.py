@@ -152,6 +152,10 @@ _WARMING_UP = r"warming\s+up\s+(?:the\s+)?(?:sampler|pooler)"
 _BLOCKS = r"(?:GPU|CUDA|ROCm|NPU|XPU|HPU|TPU|neuron)\s+blocks:"  # searched, so no anchor: a leading "#?\\s*" was quadratic on blank lines
 
 
+# between the pieces of an exception raised with several string arguments, printed as a tuple ("for ', 'the")
+_TUPLE_GAP = r"\s*(?:['\"],\s*['\"])?\s*"
+
+
 RULES: list[_Rule] = [
     # KV cache smaller than one max-length request (V1, both "model's" and the older "models's").
     # Tails are optional so that an excerpt cut mid-line still classifies (figures then missing).
@@ -239,6 +243,11 @@ RULES: list[_Rule] = [
           kind="fabric"),
     _rule("driver_mismatch_or_no_driver", r"No\s+platform\s+detected,?\s+vLLM\s+is\s+running\s+on\s+UnspecifiedPlatform",
           tier=1, kind="no_platform"),
+    # vLLM 0.3-0.4's DeviceConfig when torch sees no CUDA device and no other platform (config.py: raise
+    # RuntimeError("No supported device detected.")), as in a Ray actor scheduled without a GPU; later versions say
+    # "Failed to infer device type" (above). Other programs print the same words: only vLLM's RuntimeError counts.
+    _rule("driver_mismatch_or_no_driver", r"RuntimeError[:(]\s*['\"]?No\s+supported\s+device\s+detected",
+          kind="no_platform"),
     # vLLM's triton_utils/importing.py at import: no Triton backend's driver is active (torch sees no CUDA device, e.g.
     # libcuda.so.1 missing in the container). A CPU or TPU build says the same: weak, and not on those platforms.
     _rule("driver_mismatch_or_no_driver", r"Triton\s+is\s+installed\s+but\s+0\s+active\s+driver", tier=1,
@@ -344,9 +353,22 @@ RULES: list[_Rule] = [
     _rule("unsupported_dtype_or_gpu",
           r"Bfloat16\s+is\s+only\s+supported\s+on\s+GPUs\s+with\s+compute\s+capability\s+of\s+at\s+least\s+8\.0"
           r"(?:\.\s*Your\s+(?P<gpu_name>[^\n]+?)\s+GPU\s+has\s+compute\s+capability\s+(?P<compute_capability>[\d.]+))?"),
+    # A quantization method or scheme that needs a newer GPU: ModelConfig's check of the method ("The quantization
+    # method awq is not supported for the current GPU. Minimum capability: 75. Current capability: 70.") and the
+    # compressed-tensors / quark configs' check of a layer's scheme (_check_scheme_supported), raised with three
+    # arguments and so printed as a tuple: "('Quantization scheme is not supported for ', 'the current GPU. Min
+    # capability: 80. ', 'Current capability: 75.')"
     _rule("unsupported_dtype_or_gpu",
-          r"The\s+quantization\s+method\s+(?P<quantization>\S+)\s+is\s+not\s+supported\s+for\s+the\s+current\s+GPU\.?\s*"
-          r"(?:Minimum\s+capability:\s*(?P<min_capability>\d+)\.?\s*Current\s+capability:\s*(?P<compute_capability>\d+))?"),
+          r"(?:The\s+quantization\s+method\s+(?P<quantization>\S+)|Quantization\s+scheme)\s+is\s+not\s+supported\s+for"
+          + _TUPLE_GAP + r"the\s+current\s+GPU\.?(?:" + _TUPLE_GAP + r"Min(?:imum)?\s+capability:\s*(?P<min_capability>\d+)\.?"
+          + _TUPLE_GAP + r"Current\s+capability:\s*(?P<compute_capability>\d+))?"),
+    # a kernel built only for newer GPUs, at its first call: vLLM's Marlin and AllSpark GEMMs (csrc, "marlin_gemm(..)
+    # requires CUDA_ARCH >= 8.0"), torch's FP8 matmuls ("torch._scaled_mm is only supported on CUDA devices with
+    # compute capability >= 9.0 or 8.9, or ROCm MI300+", "torch._scaled_grouped_mm ... = [9.0, 10.0]")
+    _rule("unsupported_dtype_or_gpu",
+          r"\w+\(\.\.\)\s+requires\s+CUDA_ARCH\s*>=\s*(?P<min_arch>\d+(?:\.\d+)?)|"
+          r"is\s+only\s+supported\s+on\s+CUDA\s+devices\s+with\s+compute\s+capability\s*"
+          r"(?:>=\s*[\d.]+\s+or\s+|=\s*\[?)(?P<min_arch2>\d+(?:\.\d+)?)", kind="arch"),  # (">= 9.0 or 8.9": the lower)
     _rule("unsupported_dtype_or_gpu",
           r"FlashAttention\s+only\s+supports\s+Ampere\s+GPUs\s+or\s+newer|"
           r"no\s+kernel\s+image\s+is\s+available\s+for\s+execution\s+on\s+the\s+device|"
@@ -580,7 +602,8 @@ def _fix_driver_mismatch_or_no_driver(f: dict, where: str, kind: str) -> tuple[s
                 "container toolkit mounts libcuda.so.1), and do not override LD_LIBRARY_PATH past it; on the host "
                 "check `nvidia-smi` and that python -c 'import torch; print(torch.cuda.is_available())' is True.")
     if kind == "no_platform":
-        summary = "vLLM found no GPU platform (no CUDA device visible: container without GPUs or no driver)"
+        summary = ("vLLM found no GPU platform (no CUDA device visible to the process: a container without GPUs, a "
+                   "Ray actor scheduled without num_gpus, or no driver)")
     else:
         summary = "The NVIDIA driver is missing, not visible, or does not match (driver/library mismatch or too old)"
     if f.get("driver_cuda"):
@@ -709,11 +732,29 @@ def _fix_unsupported_dtype_or_gpu(f: dict, where: str, kind: str) -> tuple[str, 
                 "Avoid that kernel on this GPU: --kv-cache-dtype auto (the fp8 KV kernels ask the most) or another "
                 "--attention-backend, or a vLLM whose kernel configs cover this GPU (consumer Blackwell/Ada have "
                 "~100 KiB per block).")
+    if f.get("min_capability") or f.get("min_arch"):
+        return _needs_newer_gpu(f)
     cc = f.get("compute_capability")
     summary = "The GPU does not support the requested dtype/kernel" + (f" (compute capability {cc})" if cc else "")
     return summary, ("For bfloat16 on GPUs below compute capability 8.0 (V100, T4, 20xx) use --dtype half; "
                      "for an unsupported quantization pick one the GPU supports; 'no kernel image' means the "
                      "torch/vLLM build lacks this GPU's architecture (Blackwell needs a CUDA ≥12.8 build).")
+
+
+def _capability(value) -> str:
+    """A compute capability as NVIDIA writes it: vLLM's 80 and CUDA_ARCH's 800 are 8.0; torch's 8.9 stays."""
+    v = float(value)
+    return f"{v / 100:.1f}" if v >= 100 else (f"{v / 10:.1f}" if v >= 10 else f"{v:.1f}")
+
+
+def _needs_newer_gpu(f: dict) -> tuple[str, str]:
+    """A quantization method, scheme or kernel that needs a newer GPU than this one."""
+    need = _capability(f.get("min_capability") or f["min_arch"])
+    has = f" (this GPU: {_capability(f['compute_capability'])})" if f.get("compute_capability") else ""
+    return (f"The checkpoint's quantization needs a GPU of compute capability {need} or newer{has}",
+            f"Serve it on a GPU of compute capability {need}+, or use a checkpoint (or --quantization) whose kernels "
+            "this GPU has: e.g. GPTQ/AWQ rather than FP8 or a compressed-tensors scheme below Ampere, FP8 only on "
+            "Ada/Hopper; the unquantized model if it fits.")
 
 
 def _fix_config_rejected(f: dict, where: str, kind: str) -> tuple[str, str]:
@@ -1178,7 +1219,7 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         # without it fails later, at its own first kernel (profiling), where frames or milestones say so
         out.update(phase="init", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
     elif category in ("unsupported_dtype_or_gpu", "port_in_use", "driver_mismatch_or_no_driver") and \
-            kind not in ("kernel", "smem"):
+            kind not in ("kernel", "smem", "arch"):
         # raised while the engine is configured, finds its GPUs or binds its port, before any weight is loaded
         out.update(phase="init", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
     return out
@@ -1297,7 +1338,7 @@ def _diagnose(text) -> Diagnosis:
     figures.update({k: _num(v) for k, v in m.groupdict().items()
                     if v is not None and re.fullmatch(r"-?[\d.,]+", v) and _num(v) is not None})
     figures.update({k: v.strip() for k, v in m.groupdict().items() if v is not None and k in _TEXT_FIGURES})
-    for key in ("config", "argument"):  # a rule's second wording names its groups key2
+    for key in ("config", "argument", "min_arch"):  # a rule's second wording names its groups key2
         if key + "2" in figures:
             figures[key] = figures.pop(key + "2")
     category, where, kind = rule.category, "", rule.kind
@@ -1306,6 +1347,8 @@ def _diagnose(text) -> Diagnosis:
     if category == "nccl_error" and kind not in ("connect", "library", "ib"):
         kind = _nccl_kind(norm[max(0, pos - 2000): pos + 3000])
     loc = _locate(norm, pos, m.end(), category, kind, milestones)
+    if loc["phase"] == "unknown":
+        loc.update(_endpoint_logged(text, norm))
     if category == "cuda_oom":
         tail = norm[pos: pos + 1500]
         if m.groupdict().get("tried") is not None:
@@ -1357,11 +1400,32 @@ _REGISTRY_LOG_RE = re.compile(r"^[^\n]*?\bERROR\s+\d{2}-\d{2}\s+[\d:.]+\s+\[?reg
 _REGISTRY_RULE = _Rule("model_not_supported", _REGISTRY_LOG_RE, tier=1, kind="registry")
 
 
-def _registry_error(text, norm: str):
+def _raw(text) -> str:
+    """The log as written, colours removed but every line's header kept."""
     if isinstance(text, (bytes, bytearray)):
         text = bytes(text).decode("utf-8", errors="replace")
-    raw = _LOST_ESCAPE_RE.sub("", _ANSI_RE.sub("", str(text or "")))
-    m = _REGISTRY_LOG_RE.search(raw)
+    return _LOST_ESCAPE_RE.sub("", _ANSI_RE.sub("", str(text or "")))
+
+
+# The OpenAI server's request handlers log a request's failure under their own module (entrypoints/openai/
+# serving_chat.py, serving_completion.py, serving_embedding.py, serving_responses.py ...: "ERROR 02-11 08:25:49
+# serving_chat.py:661] ...", logger.exception("Error in chat completion stream generator.")): those modules only run
+# once the engine is up, so an error they log was raised serving a request. Read from the raw log (normalise() strips
+# the header); used only where no frame or milestone placed the error.
+_ENDPOINT_LOG_RE = re.compile(r"^[^\n]*?\bERROR\s+\d{2}-\d{2}\s+[\d:.]+\s+\[?serving_\w+\.py:\d+\][^\n]*", re.M)
+_ENDPOINT_ERROR_RE = re.compile(r"Error\s+in\s+chat\s+completion\s+stream\s+generator", re.I)
+
+
+def _endpoint_logged(text, norm: str) -> dict:
+    """Serving evidence from the API server's request handlers: their ERROR log lines."""
+    m = _ENDPOINT_LOG_RE.search(_raw(text)) or _ENDPOINT_ERROR_RE.search(norm)
+    if not m:
+        return {}
+    return {"phase": "serving", "phase_confidence": "medium", "phase_evidence": m.group(0).strip()[:300]}
+
+
+def _registry_error(text, norm: str):
+    m = _REGISTRY_LOG_RE.search(_raw(text))
     if not m:
         return None
     rest = m.group("rest").strip()

@@ -30,8 +30,19 @@ ACTION_TEXT = {
     "refuse": "rollback now; the {by} refuses this before vLLM is started again",
     "rollback": "rollback to the previous version (no flag rung fixes this)",
 }
-REFUSED_BY = {"tp_not_divisible": "planner (vllm_plan)", "max_len_over_model_limit": "planner (vllm_plan)",
+REFUSED_BY = {"tp_not_divisible": "planner (vllm_plan, with vllm_plan_enforce on, the default)",
+              "max_len_over_model_limit": "planner (vllm_plan, with vllm_plan_enforce on, the default)",
               "driver_mismatch_or_no_driver": "GPU facts play (gpu_facts, driver checks)"}
+# Where a category is wider than the check that refuses it, what is refused and what is not: planner._check_parallel
+# divides the language model's heads, KV heads, padded vocabulary and MLP width (config.json) by the TP size and the
+# validation play (instances._parallel) matches TP x PP to the pinned GPUs; nothing knows a checkpoint's quantization
+# groups, its experts or a vision tower's heads, so such a layout fails again until its flags change.
+REFUSAL_TEXT = {
+    "tp_not_divisible": ("rollback now; before vLLM is started again the {by} refuses a TP size that does not divide "
+                         "the attention heads, KV heads, vocabulary or MLP width, and the validation play a TP x PP "
+                         "other than the pinned GPUs; a quantized layer's groups, the experts' split or a vision "
+                         "tower's heads nothing checks: change the flags"),
+}
 MEMORY_CATEGORIES = frozenset(c for c, action in ACTIONS.items() if action == "ladder")
 STEPS = ("max_model_len", "max_num_seqs", "gpu_memory_utilization", "enforce_eager")
 DEFAULT_MAX_NUM_SEQS = 256          # vLLM's default on most GPUs (1024 on >=70 GiB non-A100 cards)
@@ -109,7 +120,8 @@ def _apply(step: str, flags: dict[str, Any], figures: dict[str, Any], engine: st
 def action_for(category: str) -> dict[str, str]:
     """{"action": ladder|refuse|rollback, "text": what the deploy does} for a diagnosis category."""
     action = ACTIONS.get(category, "rollback")
-    return {"action": action, "text": ACTION_TEXT[action].format(by=REFUSED_BY.get(category, "deploy"))}
+    text = REFUSAL_TEXT.get(category, ACTION_TEXT[action])
+    return {"action": action, "text": text.format(by=REFUSED_BY.get(category, "deploy"))}
 
 
 def is_memory_failure(diagnosis: dict[str, Any] | None) -> bool:

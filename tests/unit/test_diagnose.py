@@ -11,9 +11,10 @@ import sys
 import pytest
 import yaml
 
-from conftest import REPO, calibration_dir, calibration_files
+from conftest import REPO, calibration_dir, calibration_files, model_config_path
 from vllm_deploy.diagnose import CATEGORIES, diagnose
 from vllm_deploy.ladder import ACTIONS, MEMORY_CATEGORIES
+from vllm_deploy.planner import ModelInfo, plan
 
 # Figures read by hand from each log (not from this code's output).
 EXPECTED_FIGURES = {
@@ -207,6 +208,7 @@ def test_v1_sampler_warmup_wrapping_a_torch_oom():
     ("ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla T4 GPU "
      "has compute capability 7.5. You can use float16 instead by explicitly setting the`dtype` flag in CLI, for "
      "example: --dtype=half.", "unsupported_dtype_or_gpu", ("compute_capability", 7.5)),
+    # (0.4's Fp8Config asked for 89)
     ("ValueError: The quantization method fp8 is not supported for the current GPU. Minimum capability: 89. "
      "Current capability: 86.", "unsupported_dtype_or_gpu", ("min_capability", 89)),
     ("RuntimeError: CUDA error: no kernel image is available for execution on the device",
@@ -1316,3 +1318,103 @@ def test_markdown_code_spans_config_format_marlin_repack_and_ray_compiled_graph(
 def test_a_request_s_multimodal_placeholder_mismatch_is_serving(log, phase):
     r = diagnose(log)
     assert (r.category, r.phase) == ("unknown", phase)
+
+
+@pytest.mark.parametrize("log,category,phase,word", [
+    # compressed-tensors' _check_scheme_supported (vllm/model_executor/layers/quantization/compressed_tensors/
+    # compressed_tensors.py, 0.6 - 0.11): a RuntimeError of three strings, printed as a tuple (blind3 015)
+    ("RuntimeError: ('Quantization scheme is not supported for ', 'the current GPU. Min capability: 80. ', "
+     "'Current capability: 75.')", "unsupported_dtype_or_gpu", "init", "8.0+"),
+    # the same check joined into one sentence (quark's and later forks' copy of it)
+    ("RuntimeError: Quantization scheme is not supported for the current GPU. Min capability: 75. Current "
+     "capability: 70.", "unsupported_dtype_or_gpu", "init", "7.5+"),
+    # ModelConfig's check of the method (vllm/config.py 0.2 - 0.10, vllm/config/vllm.py later)
+    ("ValueError: The quantization method awq is not supported for the current GPU. Minimum capability: 75. Current "
+     "capability: 70.", "unsupported_dtype_or_gpu", "init", "7.5+"),
+    # (0.4's Fp8Config asked for 89)
+    ("ValueError: The quantization method fp8 is not supported for the current GPU. Minimum capability: 89. Current "
+     "capability: 86.", "unsupported_dtype_or_gpu", "init", "8.9+"),
+    # kernels built for newer GPUs only, at their first call: vLLM's csrc/quantization/gptq_marlin/gptq_marlin.cu and
+    # allspark ("requires CUDA_ARCH >= 8.0"), torch's aten/src/ATen/native/cuda/Blas.cpp _scaled_mm (FP8 before Ada)
+    ("RuntimeError: marlin_gemm(..) requires CUDA_ARCH >= 8.0", "unsupported_dtype_or_gpu", "unknown", "8.0+"),
+    ("RuntimeError: allspark_w8a16_gemm(..) requires CUDA_ARCH >= 8.0", "unsupported_dtype_or_gpu", "unknown", "8.0+"),
+    ("RuntimeError: torch._scaled_mm is only supported on CUDA devices with compute capability >= 9.0 or 8.9, or ROCm "
+     "MI300+", "unsupported_dtype_or_gpu", "unknown", "8.9+"),
+    ("INFO 01-01 00:00:00 [gpu_model_runner.py:1] Starting profile run\nRuntimeError: torch._scaled_mm is only "
+     "supported on CUDA devices with compute capability >= 9.0 or 8.9, or ROCm MI300+", "unsupported_dtype_or_gpu",
+     "profile_run", "Ada"),
+    # near misses: vLLM's warning that FP8 falls back to weight-only Marlin on a pre-Ada GPU (marlin_utils_fp8.py) is
+    # no error; a scheme the GPU does support logs no refusal; another op's "only supported on CUDA devices"
+    ("WARNING 01-01 00:00:00 marlin_utils_fp8.py:1] Your GPU does not have native support for FP8 computation but FP8 "
+     "quantization is being used. Weight-only FP8 compression will be used leveraging the Marlin kernel.",
+     "unknown", "unknown", None),
+    ("INFO Using scheme CompressedTensorsWNA16. Min capability: 80. Current capability: 90.", "unknown", "unknown", None),
+    ("RuntimeError: pin_memory is only supported on CUDA devices", "unknown", "unknown", None),
+])
+def test_a_quantization_or_kernel_that_needs_a_newer_gpu(log, category, phase, word):
+    _diagnosed_as(log, category, phase, word)
+
+
+@pytest.mark.parametrize("log,category,phase,word", [
+    # vllm/config.py DeviceConfig (0.3 - 0.4): torch sees no CUDA device (blind3 039: a Ray actor without a GPU)
+    ('  File "/x/vllm/config.py", line 484, in __init__\n    raise RuntimeError("No supported device detected.")\n'
+     "RuntimeError: No supported device detected.", "driver_mismatch_or_no_driver", "init", "--gpus all"),
+    ("RuntimeError: No supported device detected.", "driver_mismatch_or_no_driver", "init", "nvidia-smi"),
+    # its successors (vllm/config.py 0.5+: "Failed to infer device type"; platforms/__init__.py 0.7+), and torch's
+    ("RuntimeError: Failed to infer device type", "driver_mismatch_or_no_driver", "init", "--gpus all"),
+    ("RuntimeError: No CUDA GPUs are available", "driver_mismatch_or_no_driver", "init", "--gpus all"),
+    ("RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a "
+     "driver from http://www.nvidia.com/Download/index.aspx", "driver_mismatch_or_no_driver", "init", "nvidia-smi"),
+    # near misses: the same words from other programs (a device server's warning, a game's renderer)
+    ("WARN No supported device detected. Server will start without a device.", "unknown", "unknown", None),
+    ("MyRenderException: No supported device detected!", "unknown", "unknown", None),
+])
+def test_no_device_for_vllm_to_run_on(log, category, phase, word):
+    _diagnosed_as(log, category, phase, word)
+
+
+_TORCH_OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.15 GiB. GPU 0 has a total capacity of 79"
+
+
+@pytest.mark.parametrize("log,category,phase,word", [
+    # the chat endpoint logging a request's failure (entrypoints/openai/serving_chat.py's logger.exception, V0 in
+    # docker compose, blind3 030; V1 behind the API server's process tag)
+    ("vllm  | ERROR 02-11 08:25:49 serving_chat.py:661]   File \"/x/vllm/model_executor/layers/activation.py\", line "
+     "81, in forward_cuda\nvllm  | ERROR 02-11 08:25:49 serving_chat.py:661] " + _TORCH_OOM, "cuda_oom_runtime",
+     "serving", "--max-num-batched-tokens"),
+    ("(APIServer pid=3176541) ERROR 09-16 10:40:29 [serving_chat.py:1051] Error in chat completion stream generator.\n"
+     "(APIServer pid=3176541) ERROR 09-16 10:40:29 [serving_chat.py:1051] Traceback (most recent call last):\n"
+     + _TORCH_OOM, "cuda_oom_runtime", "serving", None),
+    ("ERROR 06-09 11:40:52 [serving_completion.py:401] " + _TORCH_OOM, "cuda_oom_runtime", "serving", None),
+    # its message alone, the header stripped by whoever pasted the log
+    ("Error in chat completion stream generator.\nTraceback (most recent call last):\n" + _TORCH_OOM,
+     "cuda_oom_runtime", "serving", None),
+    # near misses: the endpoints' INFO/WARNING lines are no error they logged (this rule reads errors only); the
+    # engine's own logger (engine.py) and another program's module named *serving*.py are no endpoint; a frame that
+    # places the error wins over the endpoint's header
+    ("INFO 02-11 08:20:00 serving_chat.py:80] Using default chat sampling params from model\n" + _TORCH_OOM,
+     "cuda_oom", "unknown", None),
+    ("WARNING 02-11 08:20:00 [serving_completion.py:70] Default sampling parameters have been overridden\n"
+     + _TORCH_OOM, "cuda_oom", "unknown", None),
+    ("ERROR 11-18 18:07:28 engine.py:366] " + _TORCH_OOM, "cuda_oom", "unknown", None),
+    ("ERROR 11-18 18:07:28 [model_serving.py:12] " + _TORCH_OOM, "cuda_oom", "unknown", None),
+    ('ERROR 02-11 08:25:49 serving_chat.py:661]   File "/x/vllm/worker/model_runner.py", line 1, in profile_run\n'
+     "ERROR 02-11 08:25:49 serving_chat.py:661] " + _TORCH_OOM, "cuda_oom_weights", "profile_run", None),
+])
+def test_an_error_the_api_server_s_endpoints_logged_is_serving(log, category, phase, word):
+    _diagnosed_as(log, category, phase, word)
+
+
+@pytest.mark.parametrize("model,tp,refused", [
+    ("meta-llama__Llama-3.1-8B-Instruct", 3, "attention heads"),  # 32 heads
+    ("Qwen__Qwen3-14B", 5, "vocabulary"),  # 40 heads divide by 5, the padded vocabulary 151936 does not
+])
+def test_the_planner_refuses_the_layouts_the_tp_action_says_it_refuses(model, tp, refused):
+    """tp_not_divisible's action says the planner refuses the layout: it does (its reasons are vLLM's own words, and
+    diagnosed as that category), and the text names what it does not check."""
+    with open(model_config_path(model), encoding="utf-8") as fh:
+        p = plan(ModelInfo.from_config(json.load(fh)), gpu_total_gib=79.19, num_gpus=tp, tensor_parallel_size=tp)
+    assert not p.fits
+    r = diagnose(p.reasons[0])
+    assert (r.category, r.action) == ("tp_not_divisible", "refuse")
+    assert "planner" in r.action_text and refused in r.action_text and "quantized layer's groups" in r.action_text

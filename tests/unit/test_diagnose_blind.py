@@ -73,18 +73,10 @@ KNOWN_MISSES = {
         ("050-nccl-watchdog-broadcast-naive-all2all-multinode.log", "phase"):
             "the collective's SeqNum (5730) is below the mark above which a collective counts as serving",
         # The blind third's misses at its final measurement (PROTOCOL.md), left as measured:
-        ("015-quant-scheme-unsupported-turing-compressed-tensors.log", "category"):
-            "'Quantization scheme is not supported for the current GPU. Min capability' is no wording the rules know",
         ("024-cuda-oom-profile-run-minicpmv-3090.log", "category"):
             "V0's 'Error in model execution' OOM under LLM(): generic cuda_oom; the thread places it in the profile run",
         ("024-cuda-oom-profile-run-minicpmv-3090.log", "phase"):
             "the posted constructor call is the only sign of start-up: no frame or milestone",
-        ("030-cuda-oom-serving-mistral-large-long-context.log", "category"):
-            "an OOM logged by the chat endpoint (serving_chat.py) is not read as serving: generic cuda_oom",
-        ("030-cuda-oom-serving-mistral-large-long-context.log", "phase"):
-            "serving_chat.py's error prefix is no serving evidence the rules read",
-        ("039-no-supported-device-openrlhf-ray-actor.log", "category"):
-            "'No supported device detected.' is no wording the rules know; its phase, init, is found",
     },
 }
 
