@@ -288,7 +288,9 @@ RULES: list[_Rule] = [
                         r"CUDA\s+error:\s*peer\s+access\s+is\s+not\s+supported\s+between\s+these\s+two\s+devices"),
     # The process group cannot be formed: the ranks do not reach each other (Gloo's and torch's rendezvous words,
     # e.g. across Ray nodes on an unroutable interface); filed with NCCL's as multi-GPU communication failures.
-    _rule("nccl_error", r"Gloo\s+connectFullMesh\b|DistNetworkError|"  # (the one message naming it; a line may be cut)
+    # (DistNetworkError: the one message naming it, a line may be cut; not when its own line says the TCPStore's
+    # port is taken: "The server socket has failed to listen on any local network address. ... EADDRINUSE", port_in_use)
+    _rule("nccl_error", r"Gloo\s+connectFullMesh\b|DistNetworkError(?![^\n]*(?:EADDRINUSE|address\s+already\s+in\s+use))|"
                         r"client\s+socket\s+has\s+timed\s+out\s+after\s+\d+\w*\s+while\s+trying\s+to\s+connect|"
           # torch's TCPStore, where the ranks meet to exchange NCCL's id: its server gave up on the others ("Timed
           # out after 601 seconds waiting for clients. 1/4 clients joined.", TCPStore.cpp) or a wait for a key did
@@ -375,6 +377,16 @@ RULES: list[_Rule] = [
           r"sm_(?P<sm>\d+)\s+is\s+not\s+compatible\s+with\s+the\s+current\s+PyTorch\s+installation|"
           r"\b\w+\s+is\s+not\s+supported\s+for\s+quantization\s+method|"
           r"(?:dtype|data\s+type)\s+\S+\s+is\s+not\s+supported\s+(?:on|by|for)\s+(?:this|the\s+current)\s+(?:GPU|device|platform)"),
+    # a GPU older than vLLM runs on at all (its platform check: "GPUs with compute capability below 7.0 are not
+    # supported.") or than Triton compiles for, at the first compiled kernel ("Found Tesla P40 which is too old to be
+    # supported by the triton GPU compiler ... CUDA Capability >= 7.0, but your device is of CUDA capability 6.1")
+    _rule("unsupported_dtype_or_gpu",
+          r"GPUs\s+with\s+compute\s+capability\s+(?:less\s+than|below)\s+(?P<min_gpu>\d+(?:\.\d+)?)\s+are\s+not\s+supported",
+          kind="too_old"),
+    _rule("unsupported_dtype_or_gpu",
+          r"Found\s+(?P<gpu_name>[^\n]{1,60}?)\s+which\s+is\s+too\s+old\s+to\s+be\s+supported\s+by\s+the\s+triton\s+GPU\s+"
+          r"compiler(?:[^\n]*?Capability\s*>=\s*(?P<min_gpu>\d+(?:\.\d+)?)[^\n]*?capability\s+(?P<compute_capability>\d+(?:\.\d+)?))?",
+          kind="triton_old"),
     _rule("unsupported_dtype_or_gpu", r"_check_if_gpu_supports_dtype|check_if_supports_dtype", tier=1, kind="frame"),
     # a Triton kernel's block needs more shared memory than this GPU has (triton's OutOfResources), at its first
     # launch: "out of resource: shared memory, Required: 102400, Hardware limit: 101376"
@@ -732,6 +744,8 @@ def _fix_unsupported_dtype_or_gpu(f: dict, where: str, kind: str) -> tuple[str, 
                 "Avoid that kernel on this GPU: --kv-cache-dtype auto (the fp8 KV kernels ask the most) or another "
                 "--attention-backend, or a vLLM whose kernel configs cover this GPU (consumer Blackwell/Ada have "
                 "~100 KiB per block).")
+    if kind in ("too_old", "triton_old"):
+        return _gpu_too_old(f)
     if f.get("min_capability") or f.get("min_arch"):
         return _needs_newer_gpu(f)
     cc = f.get("compute_capability")
@@ -745,6 +759,16 @@ def _capability(value) -> str:
     """A compute capability as NVIDIA writes it: vLLM's 80 and CUDA_ARCH's 800 are 8.0; torch's 8.9 stays."""
     v = float(value)
     return f"{v / 100:.1f}" if v >= 100 else (f"{v / 10:.1f}" if v >= 10 else f"{v:.1f}")
+
+
+def _gpu_too_old(f: dict) -> tuple[str, str]:
+    """A GPU older than vLLM (or the Triton compiler it uses) runs on at all."""
+    need = _capability(f.get("min_gpu") or 7.0)
+    gpu = f" ({f['gpu_name']}, compute capability {_capability(f['compute_capability'])})" \
+        if f.get("gpu_name") and f.get("compute_capability") else ""
+    return (f"This GPU{gpu} is older than vLLM runs on: compute capability {need}+ is needed",
+            f"Serve on GPUs of compute capability {need} or newer (V100, T4 and later); in a node that mixes an older "
+            "card with newer ones, pin the instance's gpus: to the newer ones (their indices in `vllm-deploy gpus`).")
 
 
 def _needs_newer_gpu(f: dict) -> tuple[str, str]:
@@ -1219,7 +1243,7 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         # without it fails later, at its own first kernel (profiling), where frames or milestones say so
         out.update(phase="init", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
     elif category in ("unsupported_dtype_or_gpu", "port_in_use", "driver_mismatch_or_no_driver") and \
-            kind not in ("kernel", "smem", "arch"):
+            kind not in ("kernel", "smem", "arch", "triton_old"):
         # raised while the engine is configured, finds its GPUs or binds its port, before any weight is loaded
         out.update(phase="init", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
     return out

@@ -1373,6 +1373,41 @@ def test_no_device_for_vllm_to_run_on(log, category, phase, word):
     _diagnosed_as(log, category, phase, word)
 
 
+@pytest.mark.parametrize("log,category,phase,word", [
+    # vLLM's platform check of a GPU below what it runs on (blind4 008: a P100 beside an A100)
+    ("RuntimeError: GPUs with compute capability less than 7.0 are not supported.", "unsupported_dtype_or_gpu", "init",
+     "gpus:"),
+    ("RuntimeError: GPUs with compute capability below 7.0 are not supported.", "unsupported_dtype_or_gpu", "init",
+     "7.0"),
+    # triton's (triton/backends/nvidia, raised through torch._dynamo at the first compiled kernel; blind4 108)
+    ("RuntimeError: Found Tesla P40 which is too old to be supported by the triton GPU compiler, which is used as the "
+     "backend. Triton only supports devices of CUDA Capability >= 7.0, but your device is of CUDA capability 6.1",
+     "unsupported_dtype_or_gpu", "unknown", "gpus:"),
+    ("RuntimeError: Found Tesla P100-PCIE-16GB which is too old to be supported by the triton GPU compiler",
+     "unsupported_dtype_or_gpu", "unknown", "7.0"),
+    # near misses: a capability that is supported, said in passing; another compiler's words
+    ("INFO GPUs with compute capability 8.0 are supported by the FlashAttention backend.", "unknown", "unknown", None),
+    ("WARNING Found GCC 9 which is too old to be supported by the compiler cache", "unknown", "unknown", None),
+])
+def test_a_gpu_older_than_vllm_runs_on(log, category, phase, word):
+    _diagnosed_as(log, category, phase, word)
+
+
+@pytest.mark.parametrize("log,category,phase,word", [
+    # torch.distributed's TCPStore cannot listen: its port is taken (c10d socket.cpp; blind4 013) - a port in use,
+    # not ranks failing to reach each other
+    ("torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. port: "
+     "33649, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use", "port_in_use", "init",
+     "ss -ltnp"),
+    ("torch.distributed.DistNetworkError: The server socket has failed to bind to [::]:29500 (errno: 98 - Address "
+     "already in use).", "port_in_use", "init", None),
+    # near miss: the same error class for ranks that cannot reach each other stays a rendezvous failure
+    ("torch.distributed.DistNetworkError: Connection reset by peer", "nccl_error", "init", "GLOO_SOCKET_IFNAME"),
+])
+def test_a_rendezvous_port_in_use(log, category, phase, word):
+    _diagnosed_as(log, category, phase, word)
+
+
 _TORCH_OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.15 GiB. GPU 0 has a total capacity of 79"
 
 
