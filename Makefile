@@ -45,7 +45,7 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	touch $@
 
 setup: prereqs $(VENV)/.installed  ## Prerequisites + .venv with pinned ansible, molecule, linters and vllm_deploy
-	@echo "setup: ready ($$($(VENV)/bin/ansible --version | head -1))"
+	@echo "setup: ready ($$($(VENV)/bin/ansible --version | sed -n 1p))"
 
 node-image: setup  ## Build the local Debian 12 systemd node image (debootstrap; cached)
 	@bash scripts/node-image.sh
