@@ -206,6 +206,11 @@ RULES: list[_Rule] = [
           r"divisible\s+by\s+tensor\s+parallel\s+size\s*\((?P<tp_size>\d+)\)"),
     _rule("tp_not_divisible", r"must\s+be\s+divisible\s+by\s+(?:ep_size|expert\s+parallel\s+size)\s*[=(]?\s*(?P<ep_size>\d+)"),
     _rule("tp_not_divisible", r"AssertionError:\s*(?P<divided>\d+)\s+is\s+not\s+divisible\s+by\s+(?P<tp_size>\d+)"),
+    # a model's own assert on its heads, shown by the traceback as the failing line above a bare AssertionError
+    # (models/chatglm.py "assert self.total_num_kv_heads % tp_size == 0"; the same in other model files)
+    _rule("tp_not_divisible",
+          r"assert\s+(?:self\.)?(?:total_)?num_(?P<assert_kv>kv_|key_value_)?heads\s*%\s*\w*(?:tp|tensor|world)\w*\s*==\s*0"
+          r"\s*\n\s*AssertionError\b", kind="assert_heads"),
     _rule("tp_not_divisible",
           r"(?:tensor[_ ]parallel[_ ]size|world[_ ]size)[^\n]{0,60}?(?:greater|larger)\s+than[^\n]{0,60}?(?:GPUs|devices)|"
           # a rank asks CUDA for a device past the visible ones (CUDA's cudaErrorInvalidDevice; torch's lazy-init
@@ -317,7 +322,10 @@ RULES: list[_Rule] = [
           r"Can'?t\s+load\s+the\s+(?:configuration|config|tokenizer)\s+(?:of|for)\s+'|"
           r"Cannot\s+find\s+any\s+model\s+weights|Cannot\s+find\s+an\s+appropriate\s+cached\s+snapshot\s+folder|"
           r"OfflineModeIsEnabled|Cannot\s+reach\s+https://huggingface\.co\S*:\s+offline\s+mode\s+is\s+enabled|"
-          r"Repo\s+model\s+\S+\s+is\s+gated"),
+          r"Repo\s+model\s+\S+\s+is\s+gated|"
+          # httpx's wording of the Hub's refusal (huggingface_hub 1.x, and tools that download through httpx):
+          # "Client error '403 Forbidden' for url 'https://huggingface.co/...'" (the URL may be on the next line)
+          r"Client\s+error\s+'40[13][^'\n]*'\s+for\s+url\s+'?https?://huggingface\.co"),
     _rule("model_not_supported",
           r"Model\s+architectures?\s+\[[^\]]*\]\s+(?:are|is)\s+not\s+supported|"
           r"Error\s+in\s+inspecting\s+model\s+architecture|"
@@ -334,6 +342,9 @@ RULES: list[_Rule] = [
           # (model_executor/models/registry.py, _try_resolve_transformers)
           r"Cannot\s+find\s+model\s+module\.?\s+'?\w+'?\s+is\s+not\s+a\s+registered\s+model|"
           r"The\s+Transformers\s+implementation\s+of\s+'?\w+'?\s+is\s+not\s+compatible\s+with\s+vLLM"),
+    # a compressed-tensors checkpoint whose quantization scheme this vLLM has no kernels for (compressed_tensors.py
+    # _get_scheme: "No compressed-tensors compatible scheme was found."), e.g. asymmetric W4A16 before vLLM added it
+    _rule("model_not_supported", r"No\s+compressed-tensors\s+compatible\s+scheme\s+was\s+found", kind="quant_scheme"),
     # an architecture this vLLM dropped (registry.py, _raise_for_unsupported): an older vLLM runs it
     _rule("model_not_supported", r"Model\s+architecture\s+\w+\s+was\s+supported\s+in\s+vLLM\s+until\s+"
                                  r"v?(?P<last_version>\d+(?:\.\d+)*)", kind="dropped"),
@@ -573,6 +584,12 @@ def _fix_tp_not_divisible(f: dict, where: str, kind: str) -> tuple[str, str]:
                 "Use a smaller --tensor-parallel-size (each rank's slice of every quantized layer must hold whole "
                 "groups, e.g. group_size 128), or --pipeline-parallel-size instead, or a checkpoint quantized with a "
                 "smaller group size (or unquantized).")
+    if kind == "assert_heads":
+        what = "KV heads" if f.get("assert_kv") else "attention heads"
+        return (f"Tensor parallel size does not divide the model's {what} (an assert in the model's code)",
+                f"Use a --tensor-parallel-size that divides the model's {what} (config.json: "
+                + ("num_key_value_heads / multi_query_group_num" if f.get("assert_kv") else "num_attention_heads")
+                + "), and --pipeline-parallel-size for the rest of the GPUs.")
     n = f.get("num_heads") or f.get("num_kv_heads") or f.get("divided")
     tp = f.get("tp_size")
     if f.get("ep_size") is not None:
@@ -689,6 +706,10 @@ def _fix_cuda_oom(f: dict, where: str, kind: str) -> tuple[str, str]:
 
 def _fix_model_not_supported(f: dict, where: str, kind: str) -> tuple[str, str]:
     """An architecture this vLLM cannot load."""
+    if kind == "quant_scheme":
+        return ("This vLLM has no kernels for the checkpoint's compressed-tensors quantization scheme",
+                "Upgrade vLLM (newer releases add schemes, e.g. asymmetric W4A16), or re-export the checkpoint with a "
+                "scheme this vLLM serves (symmetric W4A16/W8A16, W8A8, FP8), or serve the unquantized model.")
     if kind == "dropped":
         last = f" (the last was v{f['last_version']})" if f.get("last_version") else ""
         return ("This vLLM no longer supports the model's architecture",
@@ -1003,7 +1024,7 @@ _WRAPPER_RE = re.compile(r"Engine\s+core\s+initialization\s+failed|Engine\s+proc
 
 
 # Figures a rule reads as text, not as a number (a version keeps its dots).
-_TEXT_FIGURES = ("gpu_name", "quantization", "model_type", "peer", "config", "message", "last_version", "argument",
+_TEXT_FIGURES = ("gpu_name", "assert_kv", "quantization", "model_type", "peer", "config", "message", "last_version", "argument",
                  "config2", "argument2")
 
 
@@ -1184,7 +1205,7 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         phase = "profile_run" if re.match(r"Error\s+in\s+memory\s+profiling", text[pos:end], re.I) else "init"
         out.update(phase=phase, phase_confidence="high", phase_evidence=_line_at(text, pos, end))
         return out
-    if category in _CATEGORY_PHASES and kind not in ("backend", "quant_shape"):
+    if category in _CATEGORY_PHASES and kind not in ("backend", "quant_shape", "assert_heads", "quant_scheme"):
         out.update(phase=_CATEGORY_PHASES[category], phase_confidence="high", phase_evidence=_line_at(text, pos, end))
         return out
     phase, frame, confidence = _frames_near(text, pos, end)
@@ -1219,8 +1240,9 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
     elif category == "unknown" and _REQUEST_INPUT_RE.search(text, pos, end):
         # a request's multimodal input that does not match its prompt's placeholders: raised as that request runs
         out.update(phase="serving", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
-    elif category == "tp_not_divisible" and kind == "quant_shape":
-        # raised by the quantized layers' create_weights, as the model is built with its weights
+    elif kind in ("quant_shape", "assert_heads", "quant_scheme"):
+        # raised as the model's layers are built with their weights: the quantized layers' create_weights, a model
+        # class's own assert on its heads, the compressed-tensors config picking each layer's scheme
         out.update(phase="model_loading", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
     elif category == "config_rejected" and kind == "backend":
         # V1 picks the attention backend when the model's attention layers are built (Attention.__init__)

@@ -1408,6 +1408,44 @@ def test_a_rendezvous_port_in_use(log, category, phase, word):
     _diagnosed_as(log, category, phase, word)
 
 
+@pytest.mark.parametrize("log,category,phase,word", [
+    # httpx's wording of the Hub refusing a gated or private model (blind4 021: the URL cut on the next line)
+    ("httpx.HTTPStatusError: Client error '403 Forbidden' for url\n'https://huggingface.co/krea/Krea-",
+     "model_not_found_or_auth", "init", "HF_TOKEN"),
+    ("httpx.HTTPStatusError: Client error '401 Unauthorized' for url 'https://huggingface.co/api/models/org/m'",
+     "model_not_found_or_auth", "init", "HF_TOKEN"),
+    # near misses: the same client refused by another server (a user's own API), a 404 from the Hub stays the
+    # wording the rules already read elsewhere, not this one
+    ("httpx.HTTPStatusError: Client error '403 Forbidden' for url 'http://localhost:8000/v1/chat/completions'",
+     "unknown", "unknown", None),
+    ("httpx.HTTPStatusError: Server error '503 Service Unavailable' for url 'https://huggingface.co/api/models/o/m'",
+     "unknown", "unknown", None),
+])
+def test_the_hub_refusing_a_download_through_httpx(log, category, phase, word):
+    _diagnosed_as(log, category, phase, word)
+
+
+@pytest.mark.parametrize("log,category,phase,word", [
+    # a model class's own assert on its heads, the failing line above a bare AssertionError (models/chatglm.py,
+    # blind4 024, and the same assert in other model files)
+    ('  File "/x/vllm/model_executor/models/chatglm.py", line 53, in __init__\n    assert self.total_num_kv_heads % '
+     "tp_size == 0\nAssertionError", "tp_not_divisible", "model_loading", "multi_query_group_num"),
+    ("    assert self.total_num_heads % tp_size == 0\nAssertionError", "tp_not_divisible", "model_loading",
+     "num_attention_heads"),
+    ("    assert self.total_num_kv_heads % tensor_model_parallel_world_size == 0\nAssertionError", "tp_not_divisible",
+     "model_loading", "--pipeline-parallel-size"),
+    # compressed-tensors finds no scheme for a layer (compressed_tensors.py _get_scheme; blind4 018)
+    ("NotImplementedError: No compressed-tensors compatible scheme was found.", "model_not_supported",
+     "model_loading", "Upgrade vLLM"),
+    # near misses: the assert shown in a traceback whose error is another; a divisibility assert on something else
+    ("    assert self.total_num_heads % tp_size == 0\n    self.num_heads = x\nValueError: boom", "unknown", "unknown",
+     None),
+    ("    assert self.hidden_size % 64 == 0\nAssertionError", "unknown", "unknown", None),
+])
+def test_a_model_assert_on_heads_and_a_quantization_scheme_without_kernels(log, category, phase, word):
+    _diagnosed_as(log, category, phase, word)
+
+
 _TORCH_OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.15 GiB. GPU 0 has a total capacity of 79"
 
 

@@ -7,8 +7,8 @@ never tuned on it; PROTOCOL.md), as the protocol says.
 The expected category and phase are the collector's, from each .meta.yaml.
 
 Logs the classifier still gets wrong are KNOWN_MISSES, strict xfails: a fix turns one into a failure
-that asks for the list to shrink, and a regression elsewhere fails. The blind thirds' misses are the
-ones of their final measurements, not tuned on."""
+that asks for the list to shrink, and a regression elsewhere fails. A blind third's figure is the one of
+its measurement (its PROTOCOL.md); misses that general rules fixed after it have left this list."""
 
 from __future__ import annotations
 
@@ -80,8 +80,8 @@ KNOWN_MISSES = {
         ("024-cuda-oom-profile-run-minicpmv-3090.log", "phase"):
             "the posted constructor call is the only sign of start-up: no frame or milestone",
     },
-    # Round 4 was measured once with the rules tuned on rounds 1-3 (PROTOCOL.md); the misses below are as measured,
-    # less three development misses fixed after it by general rules (test_diagnose.py's capability and port tables).
+    # Round 4 was measured once with the rules tuned on rounds 1-3 (PROTOCOL.md): its misses then are listed there.
+    # After it, general rules (test_diagnose.py's tables) fixed three development and all three blind category misses.
     "vllm-failures-blind4": {
         ("010-oom-weights-qwen-image-omni-tp4-5090.log", "category"):
             "a torch OOM under vllm-omni's diffusion worker: no vLLM loader frame is read, so generic cuda_oom",
@@ -97,18 +97,6 @@ KNOWN_MISSES = {
             "a cumem OOM on wake_up after training: that the engine was running is only in the thread",
         ("111-cuda-oom-wake-up-cumem-lmm-r1.log", "phase"):
             "the excerpt ends in the trainer's traceback: no engine frame, milestone or serving line",
-        # The blind third's misses at its one measurement, left as measured:
-        ("018-no-compressed-tensors-scheme-awq-asym.log", "category"):
-            "'No compressed-tensors compatible scheme was found.' is no wording the rules know",
-        ("018-no-compressed-tensors-scheme-awq-asym.log", "phase"):
-            "an error the rules do not know gets no phase from the quantization config's frames",
-        ("021-gated-403-krea-omni-nightly.log", "category"):
-            "httpx's '403 Forbidden' for a huggingface.co URL is no wording the rules know",
-        ("021-gated-403-krea-omni-nightly.log", "phase"): "a test id and an httpx error: no frame or milestone",
-        ("024-tp-not-divisible-chatglm3-kv-heads.log", "category"):
-            "a bare AssertionError after 'assert self.total_num_kv_heads % tp_size == 0' is no wording the rules know",
-        ("024-tp-not-divisible-chatglm3-kv-heads.log", "phase"):
-            "the model's __init__ frame alone (its first line cut) is no milestone the rules read",
     },
 }
 
