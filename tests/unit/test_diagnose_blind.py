@@ -1,9 +1,10 @@
-"""Diagnosis of every log of the four blind hold-outs, round 1 (tests/fixtures/vllm-failures-blind), round 2
-(tests/fixtures/vllm-failures-blind2), round 3 (tests/fixtures/vllm-failures-blind3) and round 4
-(tests/fixtures/vllm-failures-blind4), each under the rule of its PROTOCOL.md. Until a round's
+"""Diagnosis of every log of the five blind hold-outs, round 1 (tests/fixtures/vllm-failures-blind), round 2
+(tests/fixtures/vllm-failures-blind2), round 3 (tests/fixtures/vllm-failures-blind3), round 4
+(tests/fixtures/vllm-failures-blind4) and round 5 (tests/fixtures/vllm-failures-blind5), each under the rule of its
+PROTOCOL.md. Until a round's
 final measurement only its development two-thirds were here (sorted by file name, index i % 3 != 2); the
-blind third joined after it was measured once (rounds 1-3 on 2026-12-02, round 4 on 2026-12-03, with rules
-never tuned on it; PROTOCOL.md), as the protocol says.
+blind third joined after it was measured once (rounds 1-3 on 2026-12-02, rounds 4 and 5 on 2026-12-03, with rules
+never tuned on them; PROTOCOL.md), as the protocol says.
 The expected category and phase are the collector's, from each .meta.yaml.
 
 Logs the classifier still gets wrong are KNOWN_MISSES, strict xfails: a fix turns one into a failure
@@ -21,12 +22,17 @@ from vllm_deploy.ladder import ACTIONS
 
 FIXTURES = REPO / "tests" / "fixtures"
 # folder: logs collected
-ROUNDS = {"vllm-failures-blind": 61, "vllm-failures-blind2": 46, "vllm-failures-blind3": 60, "vllm-failures-blind4": 40}
+ROUNDS = {"vllm-failures-blind": 61, "vllm-failures-blind2": 46, "vllm-failures-blind3": 60, "vllm-failures-blind4": 40,
+          "vllm-failures-blind5": 70}
 
 
 LOGS = {folder: failure_logs(FIXTURES / folder, size, "PROTOCOL.md") for folder, size in ROUNDS.items()}
 DEV = {folder: [n for i, n in enumerate(names) if i % 3 != 2] for folder, names in LOGS.items()}
 HELD = {folder: [n for i, n in enumerate(names) if i % 3 == 2] for folder, names in LOGS.items()}
+# Round 5's reasons, as its one measurement found them (the logs were not studied for finer reasons: no tuning on them)
+_OOM_NO_STEP = "an out-of-memory error whose step no frame or milestone in the excerpt shows: generic cuda_oom"
+_NO_PHASE = "no frame, milestone or serving line the rules read places it: phase unknown"
+_UNKNOWN_WORDING = "a wording the rules do not know: unknown"
 KNOWN_MISSES = {
     # folder: {(log, what): why the classifier cannot see what the collector found}
     "vllm-failures-blind": {
@@ -97,6 +103,34 @@ KNOWN_MISSES = {
             "a cumem OOM on wake_up after training: that the engine was running is only in the thread",
         ("111-cuda-oom-wake-up-cumem-lmm-r1.log", "phase"):
             "the excerpt ends in the trainer's traceback: no engine frame, milestone or serving line",
+    },
+    # Round 5, measured once with the rules tuned on rounds 1-4 (PROTOCOL.md); every miss as measured, not tuned on.
+    "vllm-failures-blind5": {
+        ("016-cuda-oom-weights-h20-qwen25-72b-fp8.log", "category"): _OOM_NO_STEP + " (the thread: weight loading)",
+        ("016-cuda-oom-weights-h20-qwen25-72b-fp8.log", "phase"): _NO_PHASE,
+        ("025-hccl-allreduce-timeout-ascend-grpo-colocate.log", "category"):
+            "Ascend's HCCL all-reduce timeout is no NCCL wording the rules know: unknown",
+        ("031-cli-import-benchmarks-missing-ascend.log", "phase"): _NO_PHASE,
+        ("116-minicpmv-4-5-unsupported-vllm-0-10-1.log", "category"): _UNKNOWN_WORDING,
+        ("116-minicpmv-4-5-unsupported-vllm-0-10-1.log", "phase"): _NO_PHASE,
+        ("118-minicpmv-4-unsupported-cookbook-vllm.log", "category"): _UNKNOWN_WORDING,
+        ("121-world-size-ne-tp-pp-torchrun-vlmevalkit.log", "category"): _UNKNOWN_WORDING,
+        ("121-world-size-ne-tp-pp-torchrun-vlmevalkit.log", "phase"): _NO_PHASE,
+        ("130-oom-weights-qwen1-5-72b-cuda-visible-only.log", "category"): _OOM_NO_STEP + " (the thread: weight loading)",
+        ("130-oom-weights-qwen1-5-72b-cuda-visible-only.log", "phase"): _NO_PHASE,
+        ("131-importerror-asyncllmengine-fastchat-vllm-worker.log", "phase"): _NO_PHASE,
+        ("133-engineargs-model-hf-config-time-r1-verl.log", "category"):
+            "read as config_rejected; the collector found no category that fits the thread's conclusion (unknown)",
+        # The blind third's misses at its one measurement, left as measured:
+        ("015-zmq-cannot-assign-address-omni-headless.log", "phase"): _NO_PHASE,
+        ("021-ct-no-matching-target-deepseek-r1-mi300x.log", "phase"): _NO_PHASE,
+        ("117-minicpmv-4-0-unsupported-vllm-0-10-0.log", "category"): _UNKNOWN_WORDING,
+        ("126-oom-sampler-warmup-skyrl-colocated-l4.log", "category"): _OOM_NO_STEP + " (the thread: sampler warm-up)",
+        ("126-oom-sampler-warmup-skyrl-colocated-l4.log", "phase"): _NO_PHASE,
+        ("129-oom-weights-qwen1-5-72b-no-tp-8xa800.log", "category"): _OOM_NO_STEP + " (the thread: weight loading)",
+        ("129-oom-weights-qwen1-5-72b-no-tp-8xa800.log", "phase"): _NO_PHASE,
+        ("135-vocab-not-divisible-tp6-gpustack-glm45-air.log", "phase"):
+            "a tensor-parallel refusal is placed at init; the thread says the vocabulary split failed as the model loaded",
     },
 }
 
