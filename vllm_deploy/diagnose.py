@@ -585,11 +585,11 @@ def _fix_tp_not_divisible(f: dict, where: str, kind: str) -> tuple[str, str]:
                 "groups, e.g. group_size 128), or --pipeline-parallel-size instead, or a checkpoint quantized with a "
                 "smaller group size (or unquantized).")
     if kind == "assert_heads":
-        what = "KV heads" if f.get("assert_kv") else "attention heads"
+        what, keys = (("KV heads", "num_key_value_heads / multi_query_group_num") if f.get("assert_kv")
+                      else ("attention heads", "num_attention_heads"))
         return (f"Tensor parallel size does not divide the model's {what} (an assert in the model's code)",
-                f"Use a --tensor-parallel-size that divides the model's {what} (config.json: "
-                + ("num_key_value_heads / multi_query_group_num" if f.get("assert_kv") else "num_attention_heads")
-                + "), and --pipeline-parallel-size for the rest of the GPUs.")
+                f"Use a --tensor-parallel-size that divides the model's {what} (config.json: {keys}), and "
+                "--pipeline-parallel-size for the rest of the GPUs.")
     n = f.get("num_heads") or f.get("num_kv_heads") or f.get("divided")
     tp = f.get("tp_size")
     if f.get("ep_size") is not None:
@@ -972,6 +972,8 @@ _FRAME_LINE_RE = re.compile(r'^[ \t]*File\s+"[^"\n]*",\s+line\s+\d+,\s+in\s+\S+|
                             # (quoted since vLLM wrote {method!r}: "Error executing method 'init_device'.")
                             r'(?:Error\s+executing\s+method|while\s+processing\s+method)\s+[\'"]?\w+', re.M)
 # Where a category itself says the phase (vLLM raises these at one point of start-up).
+# Rule kinds raised as the model's layers are built with their weights (phase model_loading, not the category's own).
+_BUILT_WITH_THE_MODEL = ("quant_shape", "assert_heads", "quant_scheme")
 _CATEGORY_PHASES = {
     "kv_cache_too_small": "kv_cache_allocation", "no_kv_memory": "kv_cache_allocation",
     "tp_not_divisible": "init", "max_len_over_model_limit": "init", "trust_remote_code_required": "init",
@@ -1205,7 +1207,7 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         phase = "profile_run" if re.match(r"Error\s+in\s+memory\s+profiling", text[pos:end], re.I) else "init"
         out.update(phase=phase, phase_confidence="high", phase_evidence=_line_at(text, pos, end))
         return out
-    if category in _CATEGORY_PHASES and kind not in ("backend", "quant_shape", "assert_heads", "quant_scheme"):
+    if category in _CATEGORY_PHASES and kind != "backend" and kind not in _BUILT_WITH_THE_MODEL:
         out.update(phase=_CATEGORY_PHASES[category], phase_confidence="high", phase_evidence=_line_at(text, pos, end))
         return out
     phase, frame, confidence = _frames_near(text, pos, end)
@@ -1240,7 +1242,7 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
     elif category == "unknown" and _REQUEST_INPUT_RE.search(text, pos, end):
         # a request's multimodal input that does not match its prompt's placeholders: raised as that request runs
         out.update(phase="serving", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
-    elif kind in ("quant_shape", "assert_heads", "quant_scheme"):
+    elif kind in _BUILT_WITH_THE_MODEL:
         # raised as the model's layers are built with their weights: the quantized layers' create_weights, a model
         # class's own assert on its heads, the compressed-tensors config picking each layer's scheme
         out.update(phase="model_loading", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
