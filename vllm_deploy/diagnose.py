@@ -195,7 +195,7 @@ RULES: list[_Rule] = [
                       r"cudaErrorMemoryAllocation|CUBLAS_STATUS_ALLOC_FAILED|\bout\s+of\s+memory\s+error\s+occurred"),
     # The rest of torch's OOM message when an excerpt lost its first line (CUDACachingAllocator.cpp): its detail
     # since torch 2.1 and before it; words no other message has.
-    _rule("cuda_oom", r"GPU\s*\d+\s+has\s+a\s+total\s+capacity\s+of\s+[\d.]+\s*[KMG]iB\s+of\s+which|"
+    _rule("cuda_oom", r"GPU\s*\d+\s+has\s+a\s+total\s+capac(?:i)?ty\s+of\s+[\d.]+\s*[KMG]iB\s+of\s+which|"
                       r"of\s+the\s+allocated\s+memory\s+[\d.]+\s*[KMG]iB\s+is\s+allocated\s+by\s+PyTorch|"
                       r"[KMG]iB\s+reserved\s+in\s+total\s+by\s+PyTorch\)"),
     _rule("tp_not_divisible",
@@ -205,7 +205,10 @@ RULES: list[_Rule] = [
           r"Total\s+number\s+of\s+(?:key[-_ /]value|kv|KV)\s+heads\s*\((?P<num_kv_heads>\d+)\)\s*must\s+be\s+"
           r"divisible\s+by\s+tensor\s+parallel\s+size\s*\((?P<tp_size>\d+)\)"),
     _rule("tp_not_divisible", r"must\s+be\s+divisible\s+by\s+(?:ep_size|expert\s+parallel\s+size)\s*[=(]?\s*(?P<ep_size>\d+)"),
-    _rule("tp_not_divisible", r"AssertionError:\s*(?P<divided>\d+)\s+is\s+not\s+divisible\s+by\s+(?P<tp_size>\d+)"),
+    # distributed/utils.py ensure_divisibility, called through divide() by the parallel layers (vocabulary embedding,
+    # linear layers, attention heads) as the model's layers are built: model loading, not the config check
+    _rule("tp_not_divisible", r"AssertionError:\s*(?P<divided>\d+)\s+is\s+not\s+divisible\s+by\s+(?P<tp_size>\d+)",
+          kind="divide"),
     # a model's own assert on its heads, shown by the traceback as the failing line above a bare AssertionError
     # (models/chatglm.py "assert self.total_num_kv_heads % tp_size == 0"; the same in other model files)
     _rule("tp_not_divisible",
@@ -301,6 +304,12 @@ RULES: list[_Rule] = [
           # out after 601 seconds waiting for clients. 1/4 clients joined.", TCPStore.cpp) or a wait for a key did
           r"DistStoreError|Timed\s+out\s+after\s+\d+\s+seconds\s+waiting\s+for\s+clients",
           kind="connect"),
+    # Ascend's collective library (HCCL) through torch_npu, vLLM-Ascend's communicators: "OPS function error:
+    # HcclAllreduce, error code is 6", "HCCL function error: HcclGetRootInfo(&hcclID), error code is 7", its own error
+    # codes ("ERR02200 DIST call hccl api failed") and a peer rank that never sent ("Getting socket times out. Reason:
+    # Remote Rank did not send the data in time"). Filed with NCCL's as multi-device communication failures.
+    _rule("nccl_error", r"OPS\s+function\s+error:\s*Hccl\w+|HCCL\s+function\s+error|call\s+hccl\s+api\s+failed|"
+                        r"Remote\s+Rank\s+did\s+not\s+send\s+the\s+data\s+in\s+time"),
     _rule("nccl_error", r"NCCL\s+WARN", tier=1),
     # rdma-core's mlx5 provider: an InfiniBand work request failed (NCCL's IB transport between GPUs or nodes)
     _rule("nccl_error", r"mlx5:\s*[\w.-]+:\s*got\s+completion\s+with\s+error", kind="ib"),
@@ -342,6 +351,10 @@ RULES: list[_Rule] = [
           # (model_executor/models/registry.py, _try_resolve_transformers)
           r"Cannot\s+find\s+model\s+module\.?\s+'?\w+'?\s+is\s+not\s+a\s+registered\s+model|"
           r"The\s+Transformers\s+implementation\s+of\s+'?\w+'?\s+is\s+not\s+compatible\s+with\s+vLLM"),
+    # a model class that runs only some generations of its family's checkpoints (models/minicpmv.py MiniCPMV.__new__:
+    # "Currently, MiniCPMV only supports versions 2.0, 2.5, 2.6, 4.0. Got version: (4, 5)"), raised as the model is built
+    _rule("model_not_supported", r"ValueError:\s*Currently,?\s+(?P<model_type>\w+)\s+only\s+supports\s+versions?\s+\d",
+          kind="version"),
     # a compressed-tensors checkpoint whose quantization scheme this vLLM has no kernels for (compressed_tensors.py
     # _get_scheme: "No compressed-tensors compatible scheme was found."), e.g. asymmetric W4A16 before vLLM added it
     _rule("model_not_supported", r"No\s+compressed-tensors\s+compatible\s+scheme\s+was\s+found", kind="quant_scheme"),
@@ -452,6 +465,12 @@ RULES: list[_Rule] = [
           r"The\s+number\s+of\s+required\s+\w+\s+exceeds\s+the\s+total\s+number\s+of\s+available\s+\w+\s+in\s+the\s+"
           r"placement\s+group|The\s+following\s+resource\s+request\s+cannot\s+be\s+scheduled\s+right\s+now:\s*"
           r"\{[^}\n]{0,200}'GPU'", tier=1, kind="ray"),
+    # A launcher started another number of processes than the parallel layout (parallel_state.py
+    # initialize_model_parallel: "world_size (8) is not equal to tensor_model_parallel_size (1) x
+    # pipeline_model_parallel_size (1)"), as when torchrun starts one process per GPU for an engine that spawns its own
+    _rule("config_rejected",
+          r"world_size\s*\((?P<world_size>\d+)\)\s*is\s+not\s+equal\s+to\s+tensor_model_parallel_size\s*"
+          r"\((?P<tp_size>\d+)\)\s*x\s*pipeline_model_parallel_size\s*\((?P<pp_size>\d+)\)", kind="world_size"),
     # The checkpoint's (or --quantization's) method is not one this vLLM has (ModelConfig._verify_quantization, every
     # version: "Unknown quantization method: gptq. Must be one of ['awq', 'squeezellm']."; an empty name when the
     # checkpoint's quantization_config has no quant_method), or the two disagree ("Quantization method specified in
@@ -525,6 +544,9 @@ def _fix_cuda_oom_weights(f: dict, where: str, kind: str) -> tuple[str, str]:
     summary = f"CUDA out of memory during {where or 'model loading'}"
     if f.get("tried_to_allocate_gib") is not None:
         summary += f" (tried to allocate {_fmt(f['tried_to_allocate_gib'])} GiB)"
+    if f.get("weights_share_gib") is not None:
+        summary += (f"; the model's name says {_fmt(f['model_params_b'])}B parameters, about "
+                    f"{_fmt(f['weights_share_gib'])} GiB of weights per GPU")
     if "profiling" in where:
         fix = ("The weights loaded but the profiling forward pass did not fit: lower --max-num-batched-tokens "
                "(and --max-model-len on V0), or use more GPUs (-tp) or a quantized model.")
@@ -710,6 +732,11 @@ def _fix_model_not_supported(f: dict, where: str, kind: str) -> tuple[str, str]:
         return ("This vLLM has no kernels for the checkpoint's compressed-tensors quantization scheme",
                 "Upgrade vLLM (newer releases add schemes, e.g. asymmetric W4A16), or re-export the checkpoint with a "
                 "scheme this vLLM serves (symmetric W4A16/W8A16, W8A8, FP8), or serve the unquantized model.")
+    if kind == "version":
+        mt = f" {f['model_type']}" if f.get("model_type") else ""
+        return (f"This vLLM's{mt} model class does not support this generation of the model (its config's version)",
+                "Upgrade vLLM to a release that lists the model's version (each generation of a family is added in "
+                "its own release), or serve a generation this vLLM names in the message.")
     if kind == "dropped":
         last = f" (the last was v{f['last_version']})" if f.get("last_version") else ""
         return ("This vLLM no longer supports the model's architecture",
@@ -826,6 +853,12 @@ def _fix_config_rejected(f: dict, where: str, kind: str) -> tuple[str, str]:
                 "cluster (RAY_ADDRESS) rather than a new local Ray without the GPUs, and do not start it inside a "
                 "placement group of your own unless that group has one bundle of one GPU per rank; no other placement "
                 "group may hold the GPUs.")
+    if kind == "world_size":
+        return (f"The launcher started {f.get('world_size', 'more')} processes but the parallel layout is tensor "
+                f"{f.get('tp_size', '?')} × pipeline {f.get('pp_size', '?')}",
+                "Start vLLM as one process (it spawns its own workers) rather than under torchrun / mpirun, or, with "
+                "distributed_executor_backend='external_launcher', make --tensor-parallel-size × "
+                "--pipeline-parallel-size equal the number of processes the launcher starts.")
     if kind == "quantization":
         q = f.get("quantization")
         what = f"'{q}'" if q else ("an empty name" if q == "" else "")
@@ -961,7 +994,9 @@ _FRAME_PHASES = [
                         r"ensure_model_parallel_initialized|init_world_group|init_model_parallel_group|init_custom_ar|"
                         r"device_communicators/\w+\.py\",?\s+line\s+\d+,\s+in\s+__init__|"
                         r"create_engine_config|verify_with_parallel_config|resolve_trust_remote_code|make_arg_parser|"
-                        r"\bget_config\b|get_open_port|run_server|temp_socket\.bind", re.I)),
+                        r"\bget_config\b|get_open_port|run_server|temp_socket\.bind|"
+                        # the engine's ZMQ sockets (input, output, handshake) are made and bound as it starts
+                        r"\bmake_zmq_socket\b", re.I)),
 ]
 # A traceback's frame lines and the indented source lines under them (Python and IPython layouts).
 _FRAME_LINE_RE = re.compile(r'^[ \t]*File\s+"[^"\n]*",\s+line\s+\d+,\s+in\s+\S+|^[ \t]{2,}\S[^\n]{0,300}|'
@@ -973,7 +1008,7 @@ _FRAME_LINE_RE = re.compile(r'^[ \t]*File\s+"[^"\n]*",\s+line\s+\d+,\s+in\s+\S+|
                             r'(?:Error\s+executing\s+method|while\s+processing\s+method)\s+[\'"]?\w+', re.M)
 # Where a category itself says the phase (vLLM raises these at one point of start-up).
 # Rule kinds raised as the model's layers are built with their weights (phase model_loading, not the category's own).
-_BUILT_WITH_THE_MODEL = ("quant_shape", "assert_heads", "quant_scheme")
+_BUILT_WITH_THE_MODEL = ("quant_shape", "assert_heads", "quant_scheme", "version", "divide")
 _CATEGORY_PHASES = {
     "kv_cache_too_small": "kv_cache_allocation", "no_kv_memory": "kv_cache_allocation",
     "tp_not_divisible": "init", "max_len_over_model_limit": "init", "trust_remote_code_required": "init",
@@ -1011,7 +1046,7 @@ _CONTEXT_FIGURES = [
 ]
 _OOM_DETAIL_RES = [
     # torch ≥ 2.1: "GPU 0 has a total capacity of 79.33 GiB of which 109.81 MiB is free."
-    re.compile(r"GPU\s*(?P<gpu>\d+)\s+has\s+a\s+total\s+capacity\s+of\s+(?P<total>[\d.]+)\s*(?P<total_unit>[KMG]iB)\s+of\s+which\s+"
+    re.compile(r"GPU\s*(?P<gpu>\d+)\s+has\s+a\s+total\s+capac(?:i)?ty\s+of\s+(?P<total>[\d.]+)\s*(?P<total_unit>[KMG]iB)\s+of\s+which\s+"
                r"(?P<free>[\d.]+)\s*(?P<free_unit>[KMG]iB)\s+is\s+free", re.I),
     # older torch: "(GPU 0; 23.69 GiB total capacity; 22.34 GiB already allocated; 1.19 MiB free; ...)"
     re.compile(r"\(GPU\s*(?P<gpu>\d+);\s*(?P<total>[\d.]+)\s*(?P<total_unit>[KMG]iB)\s+total\s+capacity;[^;]*;\s*"
@@ -1239,12 +1274,20 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         # the API server only starts (and so only shuts down) after the engine finished starting up
         out.update(phase="serving", phase_confidence="medium",
                    phase_evidence=_line_at(text, end, end + 1))
+    elif category == "unknown" and _IMPORT_ERROR_RE.match(text, pos) and _imported_at_module_level(text, pos):
+        # an import that fails at module level (the frames above are all `<module>`): the program stopped while it was
+        # being imported, before any engine argument was read
+        out.update(phase="init", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
+    elif category == "unknown" and _TARGET_MATCH_RE.search(text, pos, end):
+        # compressed-tensors maps each layer to its scheme's target as the layer is built (find_matched_target)
+        out.update(phase="model_loading", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
     elif category == "unknown" and _REQUEST_INPUT_RE.search(text, pos, end):
         # a request's multimodal input that does not match its prompt's placeholders: raised as that request runs
         out.update(phase="serving", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
     elif kind in _BUILT_WITH_THE_MODEL:
         # raised as the model's layers are built with their weights: the quantized layers' create_weights, a model
-        # class's own assert on its heads, the compressed-tensors config picking each layer's scheme
+        # class's own assert on its heads or its checkpoint's version, the compressed-tensors config picking each
+        # layer's scheme, a parallel layer's divide() of a dimension over the ranks
         out.update(phase="model_loading", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
     elif category == "config_rejected" and kind == "backend":
         # V1 picks the attention backend when the model's attention layers are built (Attention.__init__)
@@ -1271,6 +1314,18 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         # raised while the engine is configured, finds its GPUs or binds its port, before any weight is loaded
         out.update(phase="init", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
     return out
+
+
+_IMPORT_ERROR_RE = re.compile(r"\s*(?:ImportError|ModuleNotFoundError):")
+_TARGET_MATCH_RE = re.compile(r"Unable\s+to\s+find\s+matching\s+target\s+for\s+\S+\s+in\s+the\s+compressed-tensors\s+config",
+                              re.I)
+
+
+def _imported_at_module_level(text: str, pos: int) -> bool:
+    """Whether the traceback right above text[pos] ends in a module's body (an import at module level)."""
+    tb = text.rfind("Traceback (most recent call last)", 0, pos)
+    frames = [m.group("func") for m in _FILE_FRAME_RE.finditer(text, tb if tb != -1 else pos, pos)]
+    return bool(frames) and frames[-1] == "<module>"
 
 
 # A request's multimodal items that do not fill its prompt's placeholders (models/utils.py _merge_multimodal_embeddings,
@@ -1323,6 +1378,46 @@ def _shared_gpu(summary: str, fix: str, f: dict) -> tuple[str, str]:
     return (summary + f"; {len(held)} processes hold this GPU ({' + '.join(_fmt(g) for g in held)} GiB)",
             "another process shares this GPU: stop it or give each instance its own GPU (nvidia-smi names them), "
             "or split the memory with a lower --gpu-memory-utilization per instance; then " + fix[:1].lower() + fix[1:])
+
+
+# The model the log names where its parallel layout is also printed: the command line (`--model`, `vllm serve M`,
+# FastChat's --model-path) or the engine's config line (model='...'), so a tensor-parallel size it does not show is 1.
+_MODEL_NAMED_RE = re.compile(r"--model(?:-path)?[= ]+['\"]?(?P<a>[^\s'\"]+)|\bvllm\s+serve\s+['\"]?(?P<b>[\w./~-]+)|"
+                             r"\bmodel(?:_path)?\s*=\s*['\"](?P<c>[^'\"\n]{1,200})['\"]", re.I)
+# Billions of parameters in a model's name ("Qwen1.5-72B-Chat", "Llama-3.1-8B-Instruct", "gemma-2-9b-it"; a mixture
+# of experts "Mixtral-8x7B" counts every expert; "Qwen3-30B-A3B" is 30, its active "A3B" is no size)
+_NAME_SIZE_RE = re.compile(r"(?<![A-Za-z0-9.])(?:(?P<experts>\d{1,3})x)?(?P<b>\d{1,4}(?:\.\d{1,2})?)[bB](?![A-Za-z0-9])")
+_BYTES_PER_PARAM = ((re.compile(r"awq|gptq|int4|4bit|w4a\d+|bnb|nf4", re.I), 0.5),
+                    (re.compile(r"fp8|int8|8bit|w8a\d+", re.I), 1.0))
+_PP_RE = re.compile(r"--pipeline-parallel-size[= ](\d+)|(?:^|\s)-pp[= ](\d+)|\bpipeline_parallel_size=(\d+)", re.I)
+_PROCESS_ALLOCATED_RE = re.compile(r"this\s+process\s+has\s+([\d.]+)\s*([KMG]iB)\s+memory\s+in\s+use|"
+                                   r"([\d.]+)\s*([KMG]iB)\s+already\s+allocated", re.I)
+
+
+def _weights_too_big(norm: str, figures: dict, tail: str) -> dict:
+    """An OOM no frame or milestone places, read against the weights of the model the log names: when one GPU's share
+    of them (by the name's parameter count, its quantization and the tensor/pipeline sizes shown) is more than the GPU
+    holds, or more than the process had allocated when it failed, the weights were still loading (low confidence)."""
+    named = _MODEL_NAMED_RE.search(norm)
+    model = next((g for g in named.groups() if g), "") if named else ""
+    size = _NAME_SIZE_RE.search(model.rsplit("/", 1)[-1]) or _NAME_SIZE_RE.search(model)
+    if not size:
+        return {}
+    params = float(size.group("b")) * int(size.group("experts") or 1)
+    per_param = next((b for pattern, b in _BYTES_PER_PARAM if pattern.search(model)), 2.0)
+    pp = _PP_RE.search(norm)
+    ranks = int(figures.get("tp_size") or 1) * (int(next(g for g in pp.groups() if g)) if pp else 1)
+    share = round(params * 1e9 * per_param / ranks / 1024 ** 3, 1)
+    held = _PROCESS_ALLOCATED_RE.search(tail)
+    allocated = _gib(*[g for g in held.groups() if g][:2]) if held else None
+    total = figures.get("total_gib")
+    if not ((total and share > total) or (allocated is not None and allocated < share)):
+        return {}
+    figures.update(model_params_b=params, weights_share_gib=share)
+    against = f"{_fmt(total)} GiB on the GPU" if total and share > total else f"{_fmt(allocated)} GiB allocated"
+    return {"phase": "model_loading", "phase_confidence": "low",
+            "phase_evidence": f"{_line_at(norm, named.start(), named.end())} (~{_fmt(share)} GiB of weights per GPU "
+                              f"at {ranks} rank(s), against {against})"}
 
 
 def _fmt(x) -> str:
@@ -1419,6 +1514,8 @@ def _diagnose(text) -> Diagnosis:
         shared = [_gib(p.group(2), p.group(3)) for p in _OTHER_PROCESS_RE.finditer(tail)]
         if len(shared) > 1:
             figures["gpu_processes_gib"] = shared
+        if loc["phase"] == "unknown":
+            loc.update(_weights_too_big(norm, figures, tail))
         category, where = _OOM_CATEGORY.get(loc["phase"], ("cuda_oom", ""))
     if category == "port_in_use":
         port = (re.search(r"\(\s*'[^']*',\s*(\d+)\)|addr='?tcp://[^'\s]*:(\d+)|port:\s*(\d+)|:(\d{2,5})\b", m.group(0)))
@@ -1627,7 +1724,8 @@ def _nccl_kind(context: str) -> str:
     for kind, pattern in (
             ("p2p", r"peer\s+access|P2PStatus|P2P\s+is\s+not\s+supported"),
             ("custom_allreduce", r"custom_all_reduce|custom\s+all-?reduce|Cuda\s+failure\s+'invalid\s+argument'"),
-            ("timeout", r"Watchdog\s+caught\s+collective\s+operation\s+timeout|timed?\s*out|watchdog\s+got\s+stuck"),
+            ("timeout", r"Watchdog\s+caught\s+collective\s+operation\s+timeout|time[ds]?\s*out|watchdog\s+got\s+stuck|"
+                        r"did\s+not\s+send\s+the\s+data\s+in\s+time"),
             ("system", r"unhandled\s+system\s+error|ncclSystemError")):
         if re.search(pattern, context, re.I):
             return kind

@@ -1491,3 +1491,72 @@ def test_the_planner_refuses_the_layouts_the_tp_action_says_it_refuses(model, tp
     r = diagnose(p.reasons[0])
     assert (r.category, r.action) == ("tp_not_divisible", "refuse")
     assert "planner" in r.action_text and refused in r.action_text and "quantized layer's groups" in r.action_text
+
+
+_CMD_72B = "vllm serve Qwen/Qwen2.5-72B-Instruct --port 8000\n"
+_OOM_HELD = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 768.00 MiB. GPU 0 has a total capacity of "
+             "79.15 GiB of which 752.31 MiB is free. Including non-PyTorch memory, this process has {held} GiB memory in "
+             "use.")
+
+
+@pytest.mark.parametrize("log,category,phase,word", [
+    # a model class that runs only some generations of its family (models/minicpmv.py MiniCPMV.__new__; blind5 116-118)
+    ("ValueError: Currently, MiniCPMV only supports versions 2.0, 2.5, 2.6, 4.0. Got version: (4, 5)",
+     "model_not_supported", "model_loading", "Upgrade vLLM to a release that lists the model's version"),
+    ("使用vllm推理报错：ValueError: Currently, MiniCPMV only supports versions 2.0, 2.5, and 2.6", "model_not_supported",
+     "model_loading", None),
+    # Ascend's collective library through torch_npu (blind5 025): HCCL's words for NCCL's failures
+    ("RuntimeError: InnerRunOpApi:torch_npu/csrc/framework/OpParamMaker.cpp:281 OPS function error: HcclAllreduce, "
+     "error code is 6\nEI0006: Getting socket times out. Reason: Remote Rank did not send the data in time.",
+     "nccl_error", "unknown", "NCCL_DEBUG=INFO"),
+    ("RuntimeError: HCCL function error: HcclGetRootInfo(&hcclID), error code is 7", "nccl_error", "init", None),
+    # an external launcher's world size against the parallel layout (parallel_state.py; blind5 121, torchrun)
+    ("torchrun --nproc-per-node=8 run.py\nRuntimeError: world_size (8) is not equal to tensor_model_parallel_size (1) x "
+     "pipeline_model_parallel_size (1). ", "config_rejected", "init", "torchrun"),
+    # divide() of a dimension over the ranks, as the layers are built (distributed/utils.py; blind4 023, blind5 135)
+    ("AssertionError: 151552 is not divisible by 6", "tp_not_divisible", "model_loading", "1, 2, 4, 8, 16"),
+    # an import that fails at module level: the program stopped before it read any argument (blind5 031, 131)
+    ('Traceback (most recent call last):\n  File "/usr/bin/vllm", line 5, in <module>\n    from vllm.entrypoints.cli.'
+     "main import main\nModuleNotFoundError: No module named 'vllm.benchmarks.serve'", "unknown", "init", None),
+    # the engine's ZMQ sockets are bound as it starts (utils make_zmq_socket; blind5 015)
+    ('  File "/x/vllm/utils/network_utils.py", line 338, in make_zmq_socket\n    socket.bind(path)\n'
+     "zmq.error.ZMQError: Cannot assign requested address (addr='tcp://10.1.2.3:41257')", "unknown", "init", None),
+    # compressed-tensors maps each layer to a target as it is built (find_matched_target; blind5 021)
+    ("ValueError: Unable to find matching target for model.layers.0.self_attn.fused_qkv_a_proj in the "
+     "compressed-tensors config.", "unknown", "model_loading", None),
+    # near misses: another project's "only supports versions" warning; an HCCL info line; an import inside a
+    # function (a handler's, no start-up step); a world size that matches, printed as information
+    ("WARNING Currently, FlashInfer only supports versions 0.2 and newer", "unknown", "unknown", None),
+    ("INFO hccl communicator initialized for rank 1", "unknown", "unknown", None),
+    ('Traceback (most recent call last):\n  File "/srv/app.py", line 9, in handler\n    import foo\n'
+     "ImportError: cannot import name 'x' from 'foo'", "unknown", "unknown", None),
+    ("INFO world_size=8 tensor_model_parallel_size=8 pipeline_model_parallel_size=1", "unknown", "unknown", None),
+])
+def test_round5_wordings(log, category, phase, word):
+    _diagnosed_as(log, category, phase, word)
+
+
+@pytest.mark.parametrize("log,category,phase", [
+    # one GPU's share of the named model's weights is more than the GPU holds (134 GiB of 72B bf16 on 79 GiB;
+    # blind5 130: FastChat-style `--model`, no -tp)
+    (_CMD_72B + _OOM_HELD.format(held="29.47"), "cuda_oom_weights", "model_loading"),
+    # ... torch 2.1's own typo in its message ("total capacty") still gives the GPU's size
+    (_CMD_72B + _OOM_HELD.format(held="29.47").replace("capacity", "capacty"), "cuda_oom_weights", "model_loading"),
+    # a quantized checkpoint's share (72B at 4 bits: 33.5 GiB) above what the process had allocated: still loading
+    ("vllm serve Qwen/Qwen2.5-72B-Instruct-AWQ\n" + _OOM_HELD.format(held="30.00"), "cuda_oom_weights",
+     "model_loading"),
+    # near misses: split over 4 GPUs (33.5 GiB each) the weights fit and the process held more: no phase from the size;
+    # a small model; a size named only in prose, with no command line to show the parallel layout
+    ("vllm serve Qwen/Qwen2.5-72B-Instruct --tensor-parallel-size 4\n" + _OOM_HELD.format(held="78.40"), "cuda_oom",
+     "unknown"),
+    ("python -m vllm.entrypoints.openai.api_server --model /m/Llama-3.1-8B-Instruct\n" + _OOM_HELD.format(held="78.40"),
+     "cuda_oom", "unknown"),
+    ("why can HF run the 72b-chat model but vllm cannot: " + _OOM_HELD.format(held="78.40"), "cuda_oom", "unknown"),
+    ("vllm serve Qwen/Qwen3-30B-A3B\n" + _OOM_HELD.format(held="78.40"), "cuda_oom", "unknown"),
+])
+def test_an_oom_no_step_places_read_against_the_named_model_s_weights(log, category, phase):
+    r = diagnose(log)
+    assert (r.category, r.phase) == (category, phase)
+    if category == "cuda_oom_weights":
+        assert r.phase_confidence == "low" and "GiB of weights per GPU" in r.summary and "72B parameters" in r.summary
+        assert "-tp N" in r.fix
