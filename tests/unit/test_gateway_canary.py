@@ -236,3 +236,32 @@ def test_the_rollout_prints_each_side_s_figures():
     assert gateway.canary_figures({"requests": 7, "errors": 1, "ttft_ms": None, "itl_ms": None, "ttime_ms": 41,
                                    "latency_source": "gateway ttime"}) == \
         "7 requests, 1 errors, 41 ms per request (the gateway's average)"
+
+
+def _starved(monkeypatch, canary_ttft_ms, canary_itl_ms, canary_requests=8, rest_requests=49):
+    """The worse canary of the molecule gateway scenario's fresh-clone CI run: the 12-layer build on one core
+    got 8 requests in 30 s from least_conn while node2's a took 49; engines' means 2049/324 ms against 27/17 ms."""
+    before = [row("n1__a", 0), row("n2__a", 500)]
+    after = [row("n1__a", canary_requests), row("n2__a", 500 + rest_requests)]
+    latency_before = {"model_tiny-a/n1__a": lat(), "model_tiny-a/n2__a": lat((1.0, 100), (1.0, 1000))}
+    latency_after = {"model_tiny-a/n1__a": lat((canary_ttft_ms / 1000 * canary_requests, canary_requests),
+                                               (canary_itl_ms / 1000 * 10 * canary_requests, 10 * canary_requests)),
+                     "model_tiny-a/n2__a": lat((1.0 + 0.02732 * rest_requests, 100 + rest_requests),
+                                               (1.0 + 0.01734 * 10 * rest_requests, 1000 + 10 * rest_requests))}
+    [v] = verdicts(monkeypatch, before, after, latency_before=latency_before, latency_after=latency_after)
+    return v
+
+
+def test_a_canary_the_balancer_starved_because_it_is_slow_is_judged_worse(monkeypatch):
+    v = _starved(monkeypatch, 2049.14, 324.25)
+    assert v["verdict"] == "worse", v
+    assert v["problems"][0].startswith("time to first token 2049.14 ms against 27.32 ms")
+    assert "the balancer sent it 8 requests while each replica not changed yet took 49 or so" in v["problems"][0]
+
+
+def test_a_starved_canary_that_is_not_slower_gets_no_verdict_never_as_good(monkeypatch):
+    assert _starved(monkeypatch, 28.0, 17.5)["verdict"] == "too little traffic"
+
+
+def test_little_traffic_everywhere_is_no_verdict_however_slow(monkeypatch):
+    assert _starved(monkeypatch, 2049.14, 324.25, canary_requests=8, rest_requests=15)["verdict"] == "too little traffic"
