@@ -7,8 +7,9 @@
 # install in a Compose image boot from (they wait for it), and which check-vllm-args reads vLLM's
 # argument list in. Then two lanes at once, each with its own share of the machine's cores (on CI's 2
 # cores: one each). LANE1 and LANE2 (Makefile) list what each runs in order, checks (make targets)
-# and scenarios: lane 1 starts with default, whose nodes boot the bare image (no wait), lane 2 with
-# the checks while the image is baked; check-vllm-args reads vLLM's argument list in that image.
+# and scenarios: lane 1 starts with the checks while the image is baked (check-vllm-args reads vLLM's
+# argument list in it), then default, which boots it; lane 2 starts with compose, whose node boots the
+# bare image and builds its own vLLM image.
 # Each lane's nodes are pinned to its cores (MOLECULE_NODE_CPUS, read by molecule/shared/create.yml),
 # so a busy engine in one lane never takes the other lane's core. A scenario spends about half its
 # time on one core (Python imports, one engine start after another, waits): measured on resilience's
@@ -69,10 +70,16 @@ run() {  # run ENTRY...: each one, whatever the others did. A name under molecul
     fi
   done
 }
+stamp() {  # stamp PREFIX: each line of stdin with the time it arrived and PREFIX (the log reads as a profile)
+  awk -v p="$1" '{ print strftime("%H:%M:%S"), p $0; fflush() }'
+}
 wanted() {  # the entries of "$@" to run: every check, and the scenarios SCENARIOS lists
   local s
   for s in "$@"; do [[ ! -d molecule/$s || " ${SCENARIOS:?} " == *" $s "* ]] && echo "$s"; done
 }
+
+# The slowest tests of each pytest run (unit tests, each scenario's verify), after its results.
+export PYTEST_ADDOPTS="${PYTEST_ADDOPTS:+$PYTEST_ADDOPTS }--durations=12"
 
 for target in setup node-image wheelhouse; do
   part "$target" make --no-print-directory "$target" || exit 1
@@ -93,14 +100,14 @@ else
   echo "== test: two lanes at once: lane 1 on cores $cpus1 (${lane1[*]}), lane 2 on cores $cpus2 (${lane2[*]})"
   # Each line carries its lane; a lane's own output stays in order. The baked node image is built
   # beside them (its pip install on whichever core is free); the scenarios that boot it wait for it.
-  (bake 2>&1 | sed -u 's/^/[bake] /') &
-  (LANE="lane 1" MOLECULE_NODE_CPUS=$cpus1 run "${lane1[@]}" 2>&1 | sed -u 's/^/[lane 1] /') &
+  (bake 2>&1 | stamp '[bake] ') &
+  (LANE="lane 1" MOLECULE_NODE_CPUS=$cpus1 run "${lane1[@]}" 2>&1 | stamp '[lane 1] ') &
   pid1=$!
-  (LANE="lane 2" MOLECULE_NODE_CPUS=$cpus2 run "${lane2[@]}" 2>&1 | sed -u 's/^/[lane 2] /') &
+  (LANE="lane 2" MOLECULE_NODE_CPUS=$cpus2 run "${lane2[@]}" 2>&1 | stamp '[lane 2] ') &
   pid2=$!
   wait "$pid1" "$pid2"
   echo "== test: lanes done; now on every core: ${serial[*]}"
-  run "${serial[@]}"
+  run "${serial[@]}" 2>&1 | stamp ''
 fi
 
 if [[ -s $work/failed ]]; then
