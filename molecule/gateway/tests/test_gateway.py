@@ -59,9 +59,10 @@ def servers(host):
     return json.loads(host.check_output(f"{CTL} status"))["servers"]
 
 
-def deploy(extra_vars=None):
+def deploy(extra_vars=None, tags=None):
     """deploy.yml against the scenario's nodes, as an operator runs it (helpers.ansible_playbook)."""
-    run = helpers.ansible_playbook(*(["-e", json.dumps(extra_vars)] if extra_vars else []), timeout=1500)
+    run = helpers.ansible_playbook(*(["-e", json.dumps(extra_vars)] if extra_vars else []),
+                                   *(["--tags", tags] if tags else []), timeout=1500)
     return run.returncode, run.output
 
 
@@ -676,10 +677,13 @@ def test_routing_for_the_prefix_cache_keeps_a_prefix_and_a_session_on_one_instan
     """Last, because it changes the gateway's routing (issue 24): tiny-b routed by the prompt's first 64
     characters, tiny-a by session (X-Session-Id). Requests sharing a prefix reach one instance, as do a
     session's; a drained instance's prefix moves to the other and comes back when it is enabled again
-    (a rollout drains and enables the same way). Read from the gateway's own log."""
+    (a rollout drains and enables the same way). Read from the gateway's own log. The switch re-renders the
+    gateway alone (`--tags plan,gateway`, as README shows): no engine restarts."""
+    pid_a = host.check_output("systemctl show -p MainPID --value vllm-a")
     rc, out = deploy(extra_vars={"gateway_max_num_seqs": 6, "gateway_tiny_a_rev": "r2", "vllm_gateway_prefix_chars": 64,
-                                 "vllm_gateway_routing": {"tiny-a": "session", "tiny-b": "prefix"}})
+                                 "vllm_gateway_routing": {"tiny-a": "session", "tiny-b": "prefix"}}, tags="plan,gateway")
     assert rc == 0, out[-4000:]
+    assert host.check_output("systemctl show -p MainPID --value vllm-a") == pid_a, "a routing switch restarted an engine"
     shared = "Our fleet serves many users from one document. Read it carefully before you answer. "
 
     def ask(model, prompt, headers=None):
