@@ -4,7 +4,7 @@
 # that test something other than a bare node's install boot from it (their molecule.yml names
 # NODE_IMAGE_VLLM): their converge runs the same role, finds the pinned versions in the venv and
 # skips the install, which saves each node about a minute of pip and apt on CI's two cores.
-# default, compose and staging keep the bare image: they prove the install on a bare node.
+# compose (it builds its own vLLM image) and staging keep the bare image; the bake itself is the install on a bare node.
 # Cached: rebuilt when the bare image, the pins, role python_stack or vllm_common change (a label
 # holds their digest). FORCE=1 rebuilds.
 set -euo pipefail
