@@ -263,9 +263,10 @@ RULES: list[_Rule] = [
     _rule("shm_too_small",
           r"Insufficient\s+space\s+in\s+/dev/shm(?::?\s*(?P<shm_required_mib>\d+)\s*MiB\s+required"
           r"(?:,\s*(?P<shm_free_mib>\d+)\s*MiB\s+free)?)?"),
-    # NCCL's own shared-memory transport (its segments are /dev/shm/nccl-*), set up with the communicators
+    # NCCL's own shared-memory transport (its segments are /dev/shm/nccl-*), set up with the communicators (a log pasted
+    # into a web page may show the path as a link: "[/dev/shm/nccl-EoOvZr](https://...)")
     _rule("shm_too_small",
-          r"failed\s+to\s+extend\s+/dev/shm|creating\s+shared\s+memory\s+segment\s+(?:/dev/shm|nccl-)|"
+          r"failed\s+to\s+extend\s+/dev/shm|creating\s+shared\s+memory\s+segment\s+\[?(?:/dev/shm|nccl-)|"
           r"posix_fallocate\s+failed\s*:\s*No\s+space\s+left", kind="nccl"),
     # Ray's object store (raylet, store_runner.cc) wants more /dev/shm than the container has, before any engine
     _rule("shm_too_small", r"System\s+memory\s+request\s+exceeds\s+memory\s+available\s+in\s+/dev/shm", kind="ray"),
@@ -340,7 +341,7 @@ RULES: list[_Rule] = [
           r"Error\s+in\s+inspecting\s+model\s+architecture|"
           # transformers' AutoConfig (backticks in its source; quoted or bare where a log was retyped)
           r"model\s+type\s+[`'\"]?(?P<model_type>[\w.-]+)[`'\"]?\s+but\s+Transformers\s+does\s+not\s+recognize\s+"
-          r"this\s+architecture|"
+          r"this\s+archi|"  # (a stored copy may cut the line inside "architecture")
           r"Tokenizer\s+class\s+\S+\s+does\s+not\s+exist\s+or\s+is\s+not\s+currently\s+imported|"
           r"Unrecognized\s+configuration\s+class|"
           # vLLM's registry could not import the model's class (its subprocess error is logged above)
@@ -358,6 +359,10 @@ RULES: list[_Rule] = [
     # a compressed-tensors checkpoint whose quantization scheme this vLLM has no kernels for (compressed_tensors.py
     # _get_scheme: "No compressed-tensors compatible scheme was found."), e.g. asymmetric W4A16 before vLLM added it
     _rule("model_not_supported", r"No\s+compressed-tensors\s+compatible\s+scheme\s+was\s+found", kind="quant_scheme"),
+    # ModelConfig finds no `architectures` in the model's config.json, so no model class to pick (pydantic's wrapper
+    # "validation error for ModelConfig" is weak: this, strong, wins): a directory that is no complete checkpoint, or a
+    # plugin's model served by plain vLLM
+    _rule("model_not_supported", r"No\s+model\s+architectures\s+are\s+specified", kind="no_arch"),
     # an architecture this vLLM dropped (registry.py, _raise_for_unsupported): an older vLLM runs it
     _rule("model_not_supported", r"Model\s+architecture\s+\w+\s+was\s+supported\s+in\s+vLLM\s+until\s+"
                                  r"v?(?P<last_version>\d+(?:\.\d+)*)", kind="dropped"),
@@ -464,7 +469,12 @@ RULES: list[_Rule] = [
     _rule("config_rejected",
           r"The\s+number\s+of\s+required\s+\w+\s+exceeds\s+the\s+total\s+number\s+of\s+available\s+\w+\s+in\s+the\s+"
           r"placement\s+group|The\s+following\s+resource\s+request\s+cannot\s+be\s+scheduled\s+right\s+now:\s*"
-          r"\{[^}\n]{0,200}'GPU'", tier=1, kind="ray"),
+          r"\{[^}\n]{0,200}'GPU'|"
+          # the autoscaler's words for the same bundle while the engine waits for its placement group
+          r"No\s+available\s+node\s+types\s+can\s+fulfill\s+resource\s+request\s*\{[^}\n]{0,200}'GPU'", tier=1, kind="ray"),
+    # A rope_scaling type this vLLM's rotary-embedding factory does not know (--rope-scaling / hf_overrides, or a
+    # config.json of a newer model): "ValueError: Unknown RoPE scaling type extended"
+    _rule("config_rejected", r"(?P<message>Unknown\s+RoPE\s+scaling\s+type\s+[\"'`]?[\w.-]+)", kind="rope"),
     # A launcher started another number of processes than the parallel layout (parallel_state.py
     # initialize_model_parallel: "world_size (8) is not equal to tensor_model_parallel_size (1) x
     # pipeline_model_parallel_size (1)"), as when torchrun starts one process per GPU for an engine that spawns its own
@@ -737,6 +747,11 @@ def _fix_model_not_supported(f: dict, where: str, kind: str) -> tuple[str, str]:
         return (f"This vLLM's{mt} model class does not support this generation of the model (its config's version)",
                 "Upgrade vLLM to a release that lists the model's version (each generation of a family is added in "
                 "its own release), or serve a generation this vLLM names in the message.")
+    if kind == "no_arch":
+        return ("The model's config.json names no architecture, so vLLM has no model class to load it with",
+                "Point --model at a complete checkpoint whose config.json lists `architectures`, or name the class with "
+                "--hf-overrides '{\"architectures\": [\"...ForCausalLM\"]}'; a plugin's model (vllm-omni's TTS and "
+                "omni models) needs the plugin's own server and stage config.")
     if kind == "dropped":
         last = f" (the last was v{f['last_version']})" if f.get("last_version") else ""
         return ("This vLLM no longer supports the model's architecture",
@@ -853,6 +868,11 @@ def _fix_config_rejected(f: dict, where: str, kind: str) -> tuple[str, str]:
                 "cluster (RAY_ADDRESS) rather than a new local Ray without the GPUs, and do not start it inside a "
                 "placement group of your own unless that group has one bundle of one GPU per rank; no other placement "
                 "group may hold the GPUs.")
+    if kind == "rope":
+        return (f"vLLM does not know the RoPE scaling asked for: {f.get('message', '')}",
+                "Drop --rope-scaling (or the rope_scaling of --hf-overrides) and let vLLM read the model's own from "
+                "config.json, or give a type this vLLM's rotary embeddings support (linear, dynamic, yarn, llama3, "
+                "longrope, ...); a model whose config.json names a newer type needs a newer vLLM.")
     if kind == "world_size":
         return (f"The launcher started {f.get('world_size', 'more')} processes but the parallel layout is tensor "
                 f"{f.get('tp_size', '?')} × pipeline {f.get('pp_size', '?')}",
@@ -973,6 +993,11 @@ _FRAME_PHASES = [
     ("serving", re.compile(r"\bupdate_weights?(?:_from_\w+|_cuda_ipc)?\b|\bsync_model_weights\b", re.I)),
     ("model_loading", re.compile(r"\bload_model\b|load_weights|model_loader|weight_loader|initialize_model|"
                                  r"process_weights_after_loading|"
+                                 # the model's layers being built, each allocating its weights (a model class's
+                                 # __init__ and its layers'; V0 0.1's parallel_utils): the frames an OOM shows when
+                                 # the weights do not fit, above the loader frames a cut excerpt leaves out
+                                 r"model_executor/models/\w+\.py\",?\s+line\s+\d+,\s+in\s+(?:__init__|<listcomp>)|"
+                                 r"(?:model_executor/layers|parallel_utils)/[\w/]+\.py\",?\s+line\s+\d+,\s+in\s+__init__|"
                                  r"\bget_model\b|create_weights|make_layers|safetensors_weights_iterator|"
                                  # a quantized checkpoint's weights repacked for the Marlin/Machete kernels after loading
                                  # (_custom_ops.py gptq_marlin_repack, awq_marlin_repack, their _moe_ forms, machete_prepack_B)
@@ -1281,6 +1306,12 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
     elif category == "unknown" and _TARGET_MATCH_RE.search(text, pos, end):
         # compressed-tensors maps each layer to its scheme's target as the layer is built (find_matched_target)
         out.update(phase="model_loading", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
+    elif category == "unknown" and _FORKED_CUDA_RE.search(text, pos, end):
+        # a worker forked after the parent touched CUDA fails as it sets up its own device, at worker start
+        out.update(phase="init", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
+    elif category == "unknown" and _WEIGHT_KEY_RE.search(text, pos, end):
+        # a checkpoint's tensor name looked up in the model's parameters (params_dict[name]) as its weights load
+        out.update(phase="model_loading", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
     elif category == "unknown" and _REQUEST_INPUT_RE.search(text, pos, end):
         # a request's multimodal input that does not match its prompt's placeholders: raised as that request runs
         out.update(phase="serving", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
@@ -1305,6 +1336,12 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         # no frame and no milestone: NCCL's communicators (and their /dev/shm segments) are created and warmed up
         # with a first all-reduce at worker start (init_device), where most NCCL errors surface; a hang comes later
         out.update(phase="init", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
+    elif category == "unsupported_dtype_or_gpu" and kind == "kernel" and _FORWARD_FRAME_RE.search(
+            text, max(0, pos - 6000), pos):
+        # the missing kernel was the model's own forward (a layer's apply/forward frame above the error): its first
+        # forward pass is the profiling run, before any request could be served
+        m = _FORWARD_FRAME_RE.search(text, max(0, pos - 6000), pos)
+        out.update(phase="profile_run", phase_confidence="low", phase_evidence=_line_at(text, m.start(), m.end()))
     elif category == "unsupported_dtype_or_gpu" and kind == "kernel":
         # a torch build without this GPU's architecture fails at its first kernel, at device init; a vLLM build
         # without it fails later, at its own first kernel (profiling), where frames or milestones say so
@@ -1317,6 +1354,13 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
 
 
 _IMPORT_ERROR_RE = re.compile(r"\s*(?:ImportError|ModuleNotFoundError):")
+_FORKED_CUDA_RE = re.compile(r"Cannot\s+re-initialize\s+CUDA\s+in\s+forked\s+subprocess", re.I)
+# A bare KeyError naming a checkpoint tensor ('layers.60.mlp.gate_up_proj.weight', '...qweight', '...weight_scale')
+_WEIGHT_KEY_RE = re.compile(r"KeyError:\s*['\"](?:[\w-]+\.)+(?:weight|bias|qweight|qzeros|scales|g_idx|weight_scale\w*|"
+                            r"input_scale|weight_packed|weight_shape)['\"]")
+# A model layer's forward frame (model_executor/layers/linear.py "in apply", a model class's "in forward")
+_FORWARD_FRAME_RE = re.compile(r'File\s+"[^"\n]*model_executor/(?:layers|models)/[\w/]+\.py",\s+line\s+\d+,\s+in\s+'
+                               r'(?:forward|apply|_forward\w*)\b')
 _TARGET_MATCH_RE = re.compile(r"Unable\s+to\s+find\s+matching\s+target\s+for\s+\S+\s+in\s+the\s+compressed-tensors\s+config",
                               re.I)
 

@@ -1560,3 +1560,56 @@ def test_an_oom_no_step_places_read_against_the_named_model_s_weights(log, categ
     if category == "cuda_oom_weights":
         assert r.phase_confidence == "low" and "GiB of weights per GPU" in r.summary and "72B parameters" in r.summary
         assert "-tp N" in r.fix
+
+
+_BUILT_OOM = ('  File "/venv/lib/python3.9/site-packages/vllm/model_executor/models/llama.py", line 201, in <listcomp>\n'
+              "    LlamaDecoderLayer(config) for _ in range(config.num_hidden_layers)\n"
+              '  File "/venv/lib/python3.9/site-packages/vllm/model_executor/{layers}", line 272, in __init__\n'
+              "    self.weight = Parameter(torch.empty(\n"
+              "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 160.00 MiB (GPU 0; 79.35 GiB total "
+              "capacity; 78.58 GiB already allocated; 145.19 MiB free)")
+_KERNEL = ("RuntimeError: CUDA error: no kernel image is available for execution on the device\n"
+           "CUDA kernel errors might be asynchronously reported at some other API call")
+
+
+@pytest.mark.parametrize("log,category,phase,word", [
+    # NCCL's segment path pasted into a page as a link (blind6 003): /dev/shm is the cause, not NCCL
+    ("ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.\nLast error:\n"
+     "Error while creating shared memory segment [/dev/shm/nccl-EoOvZr](https://x.example/dev/shm/nccl-EoOvZr) "
+     "(size 7340384)", "shm_too_small", "init", "/dev/shm"),
+    # Ray's autoscaler while the engine waits for its placement group (blind6 002)
+    ("Waiting for creating a placement group of specs for 70 seconds...\nError: No available node types can fulfill "
+     "resource request {'node:10.61.0.27': 0.001, 'GPU': 1.0}", "config_rejected", "init", "ray status"),
+    # ModelConfig without architectures, under pydantic's weak wrapper (blind6 011)
+    ("pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig\n  Value error, No model "
+     "architectures are specified [type=value_error, input_value=ArgsKwargs((), {'model': '/m'})]",
+     "model_not_supported", "init", "--hf-overrides"),
+    # transformers' words cut by a stored copy (blind6 026)
+    ("ValueError: The checkpoint you are trying to load has model type `qwen2_5_vl` but Transformers does not "
+     "recognize this archite", "model_not_supported", "init", "transformers it pins"),
+    # a RoPE scaling type the rotary-embedding factory does not know (blind6 027)
+    ('[rank0]:     raise ValueError(f"Unknown RoPE scaling type {scaling_type}")\n[rank0]: ValueError: Unknown RoPE '
+     "scaling type extended", "config_rejected", "init", "--rope-scaling"),
+    # an OOM as the model's layers are built: each allocates its weights (blind6 001, V0 0.1's parallel_utils; V1's
+    # model_executor/layers)
+    (_BUILT_OOM.format(layers="parallel_utils/tensor_parallel/layers.py").replace("model_executor/parallel_utils",
+                                                                                  "parallel_utils"),
+     "cuda_oom_weights", "model_loading", None),
+    (_BUILT_OOM.format(layers="layers/linear.py"), "cuda_oom_weights", "model_loading", None),
+    # the missing kernel is a layer's forward: the first forward pass is the profiling run (blind6 006)
+    ('  File "/x/vllm/model_executor/layers/linear.py", line 135, in apply\n    return F.linear(x, layer.weight, bias)\n'
+     + _KERNEL, "unsupported_dtype_or_gpu", "profile_run", None),
+    # a checkpoint tensor name missing from the model's parameters (blind6 017); CUDA touched before a fork (blind6 022)
+    ("[rank0]: KeyError: 'layers.60.mlp.gate_up_proj.weight'", "unknown", "model_loading", None),
+    ("RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use the "
+     "'spawn' start method", "unknown", "init", None),
+    # near misses: a bare kernel error keeps its device-init reading; a KeyError that names no tensor; a model's forward
+    # frame above an OOM says nothing of the step (start-up's profiling run or a request); another segment failure
+    (_KERNEL, "unsupported_dtype_or_gpu", "init", None),
+    ("KeyError: 'choices'", "unknown", "unknown", None),
+    ('  File "/x/vllm/model_executor/models/qwen2_5_vl.py", line 393, in forward\n    qk = qk.contiguous()\n'
+     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 204.00 MiB.", "cuda_oom", "unknown", None),
+    ("Error: No available node types can fulfill resource request {'CPU': 4.0}", "unknown", "unknown", None),
+])
+def test_round6_wordings(log, category, phase, word):
+    _diagnosed_as(log, category, phase, word)
