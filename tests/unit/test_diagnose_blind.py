@@ -1,10 +1,10 @@
-"""Diagnosis of every log of the six blind hold-outs, round 1 (tests/fixtures/vllm-failures-blind), round 2
+"""Diagnosis of every log of the seven blind hold-outs, round 1 (tests/fixtures/vllm-failures-blind), round 2
 (tests/fixtures/vllm-failures-blind2), round 3 (tests/fixtures/vllm-failures-blind3), round 4
-(tests/fixtures/vllm-failures-blind4), round 5 (tests/fixtures/vllm-failures-blind5) and round 6
-(tests/fixtures/vllm-failures-blind6), each under the rule of its
+(tests/fixtures/vllm-failures-blind4), round 5 (tests/fixtures/vllm-failures-blind5), round 6
+(tests/fixtures/vllm-failures-blind6) and round 7 (tests/fixtures/vllm-failures-blind7), each under the rule of its
 PROTOCOL.md. Until a round's
 final measurement only its development two-thirds were here (sorted by file name, index i % 3 != 2); the
-blind third joined after it was measured once (rounds 1-3 on 2026-12-02, rounds 4 and 5 on 2026-12-03, round 6 on 2026-12-04, with rules
+blind third joined after it was measured once (rounds 1-3 on 2026-12-02, rounds 4 and 5 on 2026-12-03, rounds 6 and 7 on 2026-12-04, with rules
 never tuned on them; PROTOCOL.md), as the protocol says.
 The expected category and phase are the collector's, from each .meta.yaml.
 
@@ -24,7 +24,7 @@ from vllm_deploy.ladder import ACTIONS
 FIXTURES = REPO / "tests" / "fixtures"
 # folder: logs collected
 ROUNDS = {"vllm-failures-blind": 61, "vllm-failures-blind2": 46, "vllm-failures-blind3": 60, "vllm-failures-blind4": 40,
-          "vllm-failures-blind5": 70, "vllm-failures-blind6": 32}
+          "vllm-failures-blind5": 70, "vllm-failures-blind6": 32, "vllm-failures-blind7": 30}
 
 
 LOGS = {folder: failure_logs(FIXTURES / folder, size, "PROTOCOL.md") for folder, size in ROUNDS.items()}
@@ -129,6 +129,30 @@ KNOWN_MISSES = {
         ("105-oom-logprobs-serving-lm-eval-72b.log", "category"): _OOM_NO_STEP + " (the thread: serving, after KV)",
         ("105-oom-logprobs-serving-lm-eval-72b.log", "phase"):
             "one sampler frame (get_logprobs), which V0's profiling run also passes through",
+    },
+    # Round 7, measured once with the rules tuned on rounds 1-6 (PROTOCOL.md); every miss as measured, not yet
+    # studied or tuned on (expected -> diagnosed).
+    "vllm-failures-blind7": {
+        ("005-mamba-cache-blocks-max-num-seqs-qwen36-27b-fp8-h100.log", "category"): "kv_cache_too_small -> config_rejected, as measured",
+        ("005-mamba-cache-blocks-max-num-seqs-qwen36-27b-fp8-h100.log", "phase"): "graph_capture -> init, as measured",
+        ("011-fp8-block-k-not-divisible-deepseek-v4-pro-tp16.log", "category"): "tp_not_divisible -> unknown, as measured",
+        ("011-fp8-block-k-not-divisible-deepseek-v4-pro-tp16.log", "phase"): _NO_PHASE,
+        ("013-arch-not-supported-eagle-qwen2-drafter-v1.log", "phase"): "model_loading -> init, as measured",
+        ("102-port-in-use-pipelinerl-process-group-race.log", "category"): "port_in_use -> unknown, as measured",
+        ("102-port-in-use-pipelinerl-process-group-race.log", "phase"): _NO_PHASE,
+        ("110-triton-mma-ampere-assertion-limo-eval.log", "category"): "unsupported_dtype_or_gpu -> unknown, as measured",
+        ("111-ray-version-mismatch-gpustack-custom-vllm.log", "phase"): _NO_PHASE,
+        ("113-no-model-weights-modal-vllm-bnb-v054.log", "phase"): "model_loading -> init, as measured",
+        ("114-missing-preprocessor-config-minicpm-v-vllm-fork.log", "category"): "model_not_found_or_auth -> unknown, as measured",
+        ("114-missing-preprocessor-config-minicpm-v-vllm-fork.log", "phase"): _NO_PHASE,
+        # the blind third's, at its one measurement:
+        ("012-torchao-fp8-needs-sm89-gtx1650.log", "category"): "unsupported_dtype_or_gpu -> unknown, as measured",
+        ("012-torchao-fp8-needs-sm89-gtx1650.log", "phase"): _NO_PHASE,
+        ("106-weights-not-initialized-gemma4-swift-sft-checkpoint.log", "phase"): _NO_PHASE,
+        ("109-gguf-arch-chatglm-not-supported-transformers-thread.log", "category"): "model_not_supported -> unknown, as measured",
+        ("109-gguf-arch-chatglm-not-supported-transformers-thread.log", "phase"): _NO_PHASE,
+        ("112-compressed-tensors-awq-capability-70-1cat-vllm.log", "phase"): "model_loading -> init, as measured",
+        ("115-prompt-longer-than-max-model-len-easyr1-rollout.log", "phase"): _NO_PHASE,
     },
 }
 
