@@ -169,6 +169,11 @@ RULES: list[_Rule] = [
     _rule("kv_cache_too_small",
           r"The\s+model'?s\s+max\s+seq\s+len\s*\((?P<max_model_len>\d+)\)\s*is\s+larger\s+than\s+the\s+maximum\s+"
           r"number\s+of\s+tokens(?:\s+that\s+can\s+be\s+stored\s+in\s+KV\s+cache\s*\((?P<kv_tokens>\d+)\))?", kind="v0"),
+    # A hybrid (Mamba) model's state cache holds fewer sequences than max_num_seqs asks for: each decode sequence needs
+    # one Mamba block, checked before the CUDA graphs are captured ("ValueError: max_num_seqs (1024) exceeds available
+    # Mamba cache blocks (856). ... so CUDA graph capture cannot proceed.")
+    _rule("kv_cache_too_small", r"max_num_seqs\s*\((?P<max_num_seqs>\d+)\)\s*exceeds\s+available\s+Mamba\s+cache\s+blocks\s*"
+                                r"\((?P<mamba_blocks>\d+)\)", kind="mamba"),
     _rule("no_kv_memory", _p("No", "available", "memory", "for", "the", "cache", "blocks")),
     _rule("no_kv_memory", _p("Cannot", "auto-fit", "max_model_len")),
     # V0 printed the block count before (or instead of) failing: "# GPU blocks: 0, # CPU blocks: 512" / "-1".
@@ -223,7 +228,12 @@ RULES: list[_Rule] = [
     # A quantized layer's slice per rank is not a whole number of its quantization groups (vLLM's AWQ, GPTQ and
     # bitsandbytes create_weights: "ValueError: The input size is not aligned with the quantized weight shape. This
     # can be caused by too large tensor parallel size."; "The output size is not aligned ..."), as the layers are built
-    _rule("tp_not_divisible", r"(?:input|output)\s+size\s+is\s+not\s+aligned\s+with\s+the\s+quantized\s+weight\s+shape",
+    _rule("tp_not_divisible", r"(?:input|output)\s+size\s+is\s+not\s+aligned\s+with\s+the\s+quantized\s+weight\s+shape|"
+                              # FP8 block quantization: a rank's slice is no whole number of blocks (fp8_utils.py
+                              # validate_fp8_block_shape: "Weight input_size_per_partition = 192 is not divisible by
+                              # weight quantization block_k = 128.")
+                              r"(?:input|output)_size_per_partition\s*=\s*\d+\s+is\s+not\s+divisible\s+by\s+weight\s+"
+                              r"quantization\s+block_[kn]\s*=\s*\d+",
           kind="quant_shape"),
     _rule("max_len_over_model_limit",
           r"User-specified\s+max_model_len\s*\((?P<max_model_len>\d+)\)\s*is\s+greater\s+than\s+the\s+derived\s+"
@@ -317,12 +327,16 @@ RULES: list[_Rule] = [
     _rule("port_in_use",
           r"\[Errno\s+98\][^\n]*|Address\s+already\s+in\s+use[^\n]*|EADDRINUSE[^\n]*|"
           r"error\s+while\s+attempting\s+to\s+bind\s+on\s+address[^\n]*"),
+    # torch's TCPStore could not listen on its port, the errno cut off or elsewhere (c10d socket.cpp); usually the
+    # port is taken (a race for a free port between processes): weak, a stronger reading elsewhere wins
+    _rule("port_in_use", r"The\s+server\s+socket\s+has\s+failed\s+to\s+listen\s+on\s+any\s+local\s+network\s+address\.?"
+                         r"\s+port:\s*(?P<port>\d+)", tier=1),
     _rule("model_not_found_or_auth",
           r"is\s+not\s+a\s+local\s+folder\s+and\s+is\s+not\s+a\s+valid\s+model\s+identifier|Repository\s+Not\s+Found|"
           r"RepositoryNotFoundError|EntryNotFoundError|GatedRepoError|Cannot\s+access\s+gated\s+repo|You\s+are\s+trying\s+to\s+access\s+a\s+gated\s+repo|"
           r"Access\s+to\s+model\s+\S+\s+is\s+restricted|\b40[13]\s+Client\s+Error|Invalid\s+user\s+token|"
           r"Invalid\s+repository\s+ID\s+or\s+local\s+directory|LocalEntryNotFoundError|HFValidationError|"
-          r"RevisionNotFoundError|does\s+not\s+appear\s+to\s+have\s+a\s+file\s+named\s+config\.json|"
+          r"RevisionNotFoundError|does\s+not\s+appear\s+to\s+have\s+a\s+file\s+named\s+[\w.-]+\.json|"
           r"No\s+such\s+file\s+or\s+directory:\s*'[^'\n]*config\.json'|"
           # vLLM's get_config finds neither config.json nor params.json (transformers_utils/config.py: 0.6-0.7 "No
           # supported config format found in <model>", 0.7.3+ "Could not detect config format for no config file found")
@@ -330,12 +344,15 @@ RULES: list[_Rule] = [
           r"We\s+couldn'?t\s+connect\s+to\s+'https://huggingface\.co'|"
           r"Cannot\s+find\s+the\s+requested\s+files\s+in\s+the\s+(?:local\s+|disk\s+)?cache|"
           r"Can'?t\s+load\s+the\s+(?:configuration|config|tokenizer)\s+(?:of|for)\s+'|"
-          r"Cannot\s+find\s+any\s+model\s+weights|Cannot\s+find\s+an\s+appropriate\s+cached\s+snapshot\s+folder|"
+          r"Cannot\s+find\s+an\s+appropriate\s+cached\s+snapshot\s+folder|"
           r"OfflineModeIsEnabled|Cannot\s+reach\s+https://huggingface\.co\S*:\s+offline\s+mode\s+is\s+enabled|"
           r"Repo\s+model\s+\S+\s+is\s+gated|"
           # httpx's wording of the Hub's refusal (huggingface_hub 1.x, and tools that download through httpx):
           # "Client error '403 Forbidden' for url 'https://huggingface.co/...'" (the URL may be on the next line)
           r"Client\s+error\s+'40[13][^'\n]*'\s+for\s+url\s+'?https?://huggingface\.co"),
+    # the model loader lists the weight files (DefaultModelLoader._prepare_weights) as it loads the model: a directory or
+    # repository with a config but no weights in a format it reads (.safetensors, .bin, .pt)
+    _rule("model_not_found_or_auth", r"Cannot\s+find\s+any\s+model\s+weights", kind="no_weights"),
     _rule("model_not_supported",
           r"Model\s+architectures?\s+\[[^\]]*\]\s+(?:are|is)\s+not\s+supported|"
           r"Error\s+in\s+inspecting\s+model\s+architecture|"
@@ -363,6 +380,9 @@ RULES: list[_Rule] = [
     # "validation error for ModelConfig" is weak: this, strong, wins): a directory that is no complete checkpoint, or a
     # plugin's model served by plain vLLM
     _rule("model_not_supported", r"No\s+model\s+architectures\s+are\s+specified", kind="no_arch"),
+    # transformers' GGUF reader (modeling_gguf_pytorch_utils.py) has no mapping for the file's architecture
+    _rule("model_not_supported", r"ValueError:\s*(?:GGUF\s+model\s+with\s+)?[Aa]rchitecture\s+[`'\"]?(?P<model_type>[\w.-]+)"
+                                 r"[`'\"]?\s+(?:is\s+)?not\s+supported"),
     # an architecture this vLLM dropped (registry.py, _raise_for_unsupported): an older vLLM runs it
     _rule("model_not_supported", r"Model\s+architecture\s+\w+\s+was\s+supported\s+in\s+vLLM\s+until\s+"
                                  r"v?(?P<last_version>\d+(?:\.\d+)*)", kind="dropped"),
@@ -400,8 +420,16 @@ RULES: list[_Rule] = [
           r"\w+\(\.\.\)\s+requires\s+CUDA_ARCH\s*>=\s*(?P<min_arch>\d+(?:\.\d+)?)|"
           r"is\s+only\s+supported\s+on\s+CUDA\s+devices\s+with\s+compute\s+capability\s*"
           r"(?:>=\s*[\d.]+\s+or\s+|=\s*\[?)(?P<min_arch2>\d+(?:\.\d+)?)", kind="arch"),  # (">= 9.0 or 8.9": the lower)
+    # torchao's FP8 quantization of the weights as they load: "Float8 dynamic activation quantization is only supported
+    # on CUDA>=8.9 and MI300+"
+    _rule("unsupported_dtype_or_gpu", r"quantization\s+is\s+only\s+supported\s+on\s+CUDA\s*>=\s*(?P<min_arch>\d+\.\d+)",
+          kind="torchao"),
+    # Triton's compiler asserting an Ampere MMA layout on an older GPU (Allocation.cpp getCvtOrder), as it compiles a
+    # kernel at its first launch (start-up's profiling run or a later request alike: no phase of its own)
+    _rule("unsupported_dtype_or_gpu", r"Assertion\s+[`'][^\n]{0,300}?\bisAmpere\(\)", kind="triton_mma"),
     _rule("unsupported_dtype_or_gpu",
           r"FlashAttention\s+only\s+supports\s+Ampere\s+GPUs\s+or\s+newer|"
+
           r"no\s+kernel\s+image\s+is\s+available\s+for\s+execution\s+on\s+the\s+device|"
           r"sm_(?P<sm>\d+)\s+is\s+not\s+compatible\s+with\s+the\s+current\s+PyTorch\s+installation|"
           r"\b\w+\s+is\s+not\s+supported\s+for\s+quantization\s+method|"
@@ -499,6 +527,11 @@ def _now(util) -> str:
 
 def _fix_kv_cache_too_small(f: dict, where: str, kind: str) -> tuple[str, str]:
     """The KV cache holds less than one request at max_model_len: a shorter context, more memory or fp8 KV."""
+    if kind == "mamba":
+        n, blocks = f.get("max_num_seqs"), f.get("mamba_blocks")
+        return (f"The model's Mamba state cache holds {blocks} sequences but max_num_seqs is {n}",
+                f"Set --max-num-seqs {blocks} or lower (each decoding sequence needs one Mamba cache block), or raise "
+                f"--gpu-memory-utilization{_now(f.get('gpu_memory_utilization'))} so the cache has more blocks.")
     util, mml = f.get("gpu_memory_utilization"), f.get("max_model_len")
     util_txt = _now(util)
     est = f.get("estimated_max_model_len") or f.get("kv_tokens")
@@ -809,6 +842,11 @@ def _fix_unsupported_dtype_or_gpu(f: dict, where: str, kind: str) -> tuple[str, 
                 "~100 KiB per block).")
     if kind in ("too_old", "triton_old"):
         return _gpu_too_old(f)
+    if kind == "triton_mma":
+        return ("Triton cannot compile a kernel for this GPU: it asserts an MMA layout only Ampere (compute capability "
+                "8.0) and newer have",
+                "Run on an Ampere or newer GPU, or avoid the Triton kernel on this one (another --attention-backend, "
+                "no fp8/quantized path that compiles it, or a Triton/vLLM release that supports Volta/Turing there).")
     if f.get("min_capability") or f.get("min_arch"):
         return _needs_newer_gpu(f)
     cc = f.get("compute_capability")
@@ -1001,7 +1039,10 @@ _FRAME_PHASES = [
                                  r"\bget_model\b|create_weights|make_layers|safetensors_weights_iterator|"
                                  # a quantized checkpoint's weights repacked for the Marlin/Machete kernels after loading
                                  # (_custom_ops.py gptq_marlin_repack, awq_marlin_repack, their _moe_ forms, machete_prepack_B)
-                                 r"\b\w*marlin\w*_repack\b|\bmachete_prepack_B\b", re.I)),
+                                 r"\b\w*marlin\w*_repack\b|\bmachete_prepack_B\b|"
+                                 # a quantization config picking each layer's scheme as the layer is built
+                                 # (compressed-tensors' get_scheme and its capability check)
+                                 r"\bget_scheme\b|_check_scheme_supported|\bget_quant_method\b", re.I)),
     ("graph_capture", re.compile(r"compile_or_warm_up_model|\b_?warm_up_model\b", re.I)),  # 0.3: warm_up_model
     # (uvicorn's run_asgi and V0 AsyncLLMEngine's generate path handle a request)
     ("serving", re.compile(r"run_asgi|async_llm_engine\.py\",?\s+line\s+\d+,\s+in\s+(?:generate|_process_request)|"
@@ -1267,6 +1308,13 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         phase = "profile_run" if re.match(r"Error\s+in\s+memory\s+profiling", text[pos:end], re.I) else "init"
         out.update(phase=phase, phase_confidence="high", phase_evidence=_line_at(text, pos, end))
         return out
+    if category == "model_not_found_or_auth" and kind == "no_weights":
+        out.update(phase="model_loading", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
+        return out
+    if category == "kv_cache_too_small" and kind == "mamba":
+        # checked right before the CUDA graphs are captured, for the largest batch to capture
+        out.update(phase="graph_capture", phase_confidence="high", phase_evidence=_line_at(text, pos, end))
+        return out
     if category in _CATEGORY_PHASES and kind != "backend" and kind not in _BUILT_WITH_THE_MODEL:
         out.update(phase=_CATEGORY_PHASES[category], phase_confidence="high", phase_evidence=_line_at(text, pos, end))
         return out
@@ -1309,6 +1357,12 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
     elif category == "unknown" and _FORKED_CUDA_RE.search(text, pos, end):
         # a worker forked after the parent touched CUDA fails as it sets up its own device, at worker start
         out.update(phase="init", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
+    elif category == "unknown" and _RAY_VERSION_RE.search(text, pos, end):
+        # a process joins the Ray cluster as the engine starts its workers
+        out.update(phase="init", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
+    elif category == "unknown" and _PROMPT_TOO_LONG_RE.search(text, pos, end):
+        # a request's prompt checked against max_model_len as it arrives
+        out.update(phase="serving", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
     elif category == "unknown" and _WEIGHT_KEY_RE.search(text, pos, end):
         # a checkpoint's tensor name looked up in the model's parameters (params_dict[name]) as its weights load
         out.update(phase="model_loading", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
@@ -1336,6 +1390,9 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         # no frame and no milestone: NCCL's communicators (and their /dev/shm segments) are created and warmed up
         # with a first all-reduce at worker start (init_device), where most NCCL errors surface; a hang comes later
         out.update(phase="init", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
+    elif category == "unsupported_dtype_or_gpu" and kind == "torchao":
+        # torchao quantizes the weights as they are loaded
+        out.update(phase="model_loading", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
     elif category == "unsupported_dtype_or_gpu" and kind == "kernel" and _FORWARD_FRAME_RE.search(
             text, max(0, pos - 6000), pos):
         # the missing kernel was the model's own forward (a layer's apply/forward frame above the error): its first
@@ -1347,7 +1404,7 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         # without it fails later, at its own first kernel (profiling), where frames or milestones say so
         out.update(phase="init", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
     elif category in ("unsupported_dtype_or_gpu", "port_in_use", "driver_mismatch_or_no_driver") and \
-            kind not in ("kernel", "smem", "arch", "triton_old"):
+            kind not in ("kernel", "smem", "arch", "triton_old", "torchao", "triton_mma"):
         # raised while the engine is configured, finds its GPUs or binds its port, before any weight is loaded
         out.update(phase="init", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
     return out
@@ -1355,9 +1412,15 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
 
 _IMPORT_ERROR_RE = re.compile(r"\s*(?:ImportError|ModuleNotFoundError):")
 _FORKED_CUDA_RE = re.compile(r"Cannot\s+re-initialize\s+CUDA\s+in\s+forked\s+subprocess", re.I)
-# A bare KeyError naming a checkpoint tensor ('layers.60.mlp.gate_up_proj.weight', '...qweight', '...weight_scale')
+# A bare KeyError naming a checkpoint tensor ('layers.60.mlp.gate_up_proj.weight', '...qweight', '...weight_scale'),
+# or vLLM's check after loading that every parameter got its tensor (DefaultModelLoader.load_weights)
 _WEIGHT_KEY_RE = re.compile(r"KeyError:\s*['\"](?:[\w-]+\.)+(?:weight|bias|qweight|qzeros|scales|g_idx|weight_scale\w*|"
-                            r"input_scale|weight_packed|weight_shape)['\"]")
+                            r"input_scale|weight_packed|weight_shape)['\"]|"
+                            r"Following\s+weights\s+were\s+not\s+initialized\s+from\s+checkpoint")
+# Ray: a process of another Ray or Python version than the cluster's head
+_RAY_VERSION_RE = re.compile(r"Version\s+mismatch:\s+The\s+cluster\s+was\s+started\s+with", re.I)
+# vLLM's input check of a request: "Prompt length of 4178 is longer than the maximum model length of 4096."
+_PROMPT_TOO_LONG_RE = re.compile(r"Prompt\s+length\s+of\s+\d+\s+is\s+longer\s+than\s+the\s+maximum\s+model\s+length", re.I)
 # A model layer's forward frame (model_executor/layers/linear.py "in apply", a model class's "in forward")
 _FORWARD_FRAME_RE = re.compile(r'File\s+"[^"\n]*model_executor/(?:layers|models)/[\w/]+\.py",\s+line\s+\d+,\s+in\s+'
                                r'(?:forward|apply|_forward\w*)\b')

@@ -1613,3 +1613,51 @@ _KERNEL = ("RuntimeError: CUDA error: no kernel image is available for execution
 ])
 def test_round6_wordings(log, category, phase, word):
     _diagnosed_as(log, category, phase, word)
+
+
+@pytest.mark.parametrize("log,category,phase,word", [
+    # a hybrid model's Mamba state cache against max_num_seqs, before graph capture (blind7 005)
+    ("ValueError: max_num_seqs (1024) exceeds available Mamba cache blocks (856). Each decode sequence requires one "
+     "Mamba cache block, so CUDA graph capture cannot proceed.", "kv_cache_too_small", "graph_capture",
+     "--max-num-seqs 856"),
+    # FP8 block quantization: a rank's slice is no whole number of blocks (blind7 011), a line wrapped by the log
+    ("  ValueError: Weight input_size_per_partition = 192 is not divisible by\n  weight quantization block_k = 128.",
+     "tp_not_divisible", "model_loading", None),
+    # torchao's FP8 needs a newer GPU (blind7 012); Triton's MMA layout assertion on a pre-Ampere GPU (blind7 110)
+    ("Float8 dynamic activation quantization is only supported on CUDA>=8.9 and MI300+", "unsupported_dtype_or_gpu",
+     "model_loading", "8.9"),
+    ("python: /project/lib/Analysis/Allocation.cpp:47: getCvtOrder: Assertion `!(srcMmaLayout && dstMmaLayout && "
+     "!srcMmaLayout.isAmpere()) && \"Unexpected mma -> mma layout conversion\"' failed.", "unsupported_dtype_or_gpu",
+     "unknown", None),
+    # TCPStore could not listen, the errno cut (blind7 102)
+    ("RuntimeError: The server socket has failed to listen on any local network address. port: 46571, useIpv6: 0, "
+     "code: -9", "port_in_use", "init", "46571"),
+    # a GGUF architecture transformers' reader does not map (blind7 109); a file the model directory lacks (blind7 114)
+    ('    raise ValueError(f"Architecture {architecture} not supported")\nValueError: Architecture chatglm not supported',
+     "model_not_supported", "init", None),
+    ("OSError: /models/MiniCPM-Llama3-V-2_5 does not appear to have a file named preprocessor_config.json. Checkout "
+     "'https://huggingface.co//models/MiniCPM-Llama3-V-2_5/tree/None' for available files.", "model_not_found_or_auth",
+     "init", None),
+    # the loader finds no weight files (blind7 113): model loading, not start-up's config reading
+    ("RuntimeError: Cannot find any model weights with /llamas/model", "model_not_found_or_auth", "model_loading",
+     None),
+    # compressed-tensors picks a layer's scheme as the layer is built (blind7 112)
+    ('  File "/x/vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors.py", line 757, in '
+     "get_scheme\n    self._check_scheme_supported(scheme.get_min_capability())\nRuntimeError: ('Quantization scheme is "
+     "not supported for ', 'the current GPU. Min capability: 75. ', 'Current capability: 70.')",
+     "unsupported_dtype_or_gpu", "model_loading", None),
+    # unknown failures placed by their own words: weights left uninitialised (blind7 106), a Ray version mismatch (blind7
+    # 111), a prompt longer than max_model_len (blind7 115)
+    ("ValueError: Following weights were not initialized from checkpoint: {'language_model.model.norm.weight'}",
+     "unknown", "model_loading", None),
+    ("RuntimeError: Version mismatch: The cluster was started with:\n    Ray: 2.43.0\n    Python: 3.11.10\nThis process "
+     "on node 10.18.215.196 was started with:\n    Ray: 2.44.1", "unknown", "init", None),
+    ("ValueError: Prompt length of 4178 is longer than the maximum model length of 4096.", "unknown", "serving", None),
+    # near misses: a max_num_seqs refusal without Mamba blocks stays a config refusal; another reader's "not supported";
+    # a file name that is no JSON the model needs; a layer's forward frame is no scheme selection
+    ("ValueError: max_num_seqs (8) exceeds max_num_batched_tokens (4)", "config_rejected", "init", None),
+    ("WARNING architecture x86 not supported by this build", "unknown", "unknown", None),
+    ("OSError: /models/x does not appear to have a file named tokenizer.model", "unknown", "unknown", None),
+])
+def test_round7_wordings(log, category, phase, word):
+    _diagnosed_as(log, category, phase, word)
