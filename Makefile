@@ -20,11 +20,11 @@ SCENARIOS ?= default resilience driver-upgrade compose gateway multinode
 # `make test` runs two lanes at once, each on its own half of the cores (scripts/test-all.sh), each a
 # list of checks (make targets) and scenarios run in order: lane 1 starts with the checks (while the node
 # image with vLLM is baked beside the lanes: default and every scenario after it boot that image), lane 2
-# with compose (the bare image: it builds its own vLLM image). multinode's two ranks share lane 2's core
+# with compose (the bare image: it builds its own vLLM image), then multinode. multinode's two ranks share lane 2's core
 # (447 s alone on one core, 368 s on two: it waits on its ranks more than it computes). The scenarios named
 # in neither lane need every core and run alone after (gateway: one node per core under load).
-LANE1 ?= test-unit test-rules lint syntax collection-check check-vllm-args default resilience
-LANE2 ?= compose multinode driver-upgrade
+LANE1 ?= test-unit test-rules lint syntax collection-check check-vllm-args default resilience driver-upgrade
+LANE2 ?= compose multinode
 # Throwaway venv (outside the repo) holding the pinned vLLM whose argument list is dumped.
 VLLM_ARGS_VENV ?= /var/tmp/vllm-args-venv
 STAGING   := -i inventory/staging/hosts.yml

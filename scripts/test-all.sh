@@ -80,6 +80,8 @@ wanted() {  # the entries of "$@" to run: every check, and the scenarios SCENARI
 
 # The slowest tests of each pytest run (unit tests, each scenario's verify), after its results.
 export PYTEST_ADDOPTS="${PYTEST_ADDOPTS:+$PYTEST_ADDOPTS }--durations=12"
+# Each line leaves its program when written, so its time stamp is when it happened (Python buffers a pipe).
+export PYTHONUNBUFFERED=1
 
 for target in setup node-image wheelhouse; do
   part "$target" make --no-print-directory "$target" || exit 1
