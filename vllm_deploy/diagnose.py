@@ -1351,24 +1351,8 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         # an import that fails at module level (the frames above are all `<module>`): the program stopped while it was
         # being imported, before any engine argument was read
         out.update(phase="init", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
-    elif category == "unknown" and _TARGET_MATCH_RE.search(text, pos, end):
-        # compressed-tensors maps each layer to its scheme's target as the layer is built (find_matched_target)
-        out.update(phase="model_loading", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
-    elif category == "unknown" and _FORKED_CUDA_RE.search(text, pos, end):
-        # a worker forked after the parent touched CUDA fails as it sets up its own device, at worker start
-        out.update(phase="init", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
-    elif category == "unknown" and _RAY_VERSION_RE.search(text, pos, end):
-        # a process joins the Ray cluster as the engine starts its workers
-        out.update(phase="init", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
-    elif category == "unknown" and _PROMPT_TOO_LONG_RE.search(text, pos, end):
-        # a request's prompt checked against max_model_len as it arrives
-        out.update(phase="serving", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
-    elif category == "unknown" and _WEIGHT_KEY_RE.search(text, pos, end):
-        # a checkpoint's tensor name looked up in the model's parameters (params_dict[name]) as its weights load
-        out.update(phase="model_loading", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
-    elif category == "unknown" and _REQUEST_INPUT_RE.search(text, pos, end):
-        # a request's multimodal input that does not match its prompt's placeholders: raised as that request runs
-        out.update(phase="serving", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
+    elif category == "unknown" and (placed := _unknown_placed(text, pos, end)):
+        out.update(phase=placed[0], phase_confidence=placed[1], phase_evidence=_line_at(text, pos, end))
     elif kind in _BUILT_WITH_THE_MODEL:
         # raised as the model's layers are built with their weights: the quantized layers' create_weights, a model
         # class's own assert on its heads or its checkpoint's version, the compressed-tensors config picking each
@@ -1440,6 +1424,29 @@ def _imported_at_module_level(text: str, pos: int) -> bool:
 # requests (its profiling run feeds the encoder alone), so the error comes as a request runs.
 _REQUEST_INPUT_RE = re.compile(r"Attempted\s+to\s+assign\s+[^\n]{0,200}?multimodal\s+tokens\s+to\s+\d+\s+placeholders",
                                re.I)
+
+
+# Failures no category names, placed by their own words: (words, phase, confidence), the first that matches.
+_UNKNOWN_PHASES = (
+    # compressed-tensors maps each layer to its scheme's target as the layer is built (find_matched_target)
+    (_TARGET_MATCH_RE, "model_loading", "medium"),
+    # a worker forked after the parent touched CUDA fails as it sets up its own device, at worker start
+    (_FORKED_CUDA_RE, "init", "low"),
+    # a process joins the Ray cluster as the engine starts its workers
+    (_RAY_VERSION_RE, "init", "low"),
+    # a request's prompt checked against max_model_len as it arrives
+    (_PROMPT_TOO_LONG_RE, "serving", "medium"),
+    # a checkpoint's tensor name looked up in the model's parameters (params_dict[name]) as its weights load
+    (_WEIGHT_KEY_RE, "model_loading", "low"),
+    # a request's multimodal input that does not match its prompt's placeholders: raised as that request runs
+    (_REQUEST_INPUT_RE, "serving", "low"),
+)
+
+
+def _unknown_placed(text: str, pos: int, end: int) -> tuple[str, str] | None:
+    """(phase, confidence) of an error no rule names, from its own words (_UNKNOWN_PHASES)."""
+    return next(((phase, confidence) for words, phase, confidence in _UNKNOWN_PHASES if words.search(text, pos, end)),
+                None)
 
 
 # The API server's own start-up lines (uvicorn's, vLLM's route list and its "Starting vLLM API server"): read as
