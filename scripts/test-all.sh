@@ -71,7 +71,9 @@ run() {  # run ENTRY...: each one, whatever the others did. A name under molecul
   done
 }
 stamp() {  # stamp PREFIX: each line of stdin with the time it arrived and PREFIX (the log reads as a profile)
-  awk -v p="$1" '{ print strftime("%H:%M:%S"), p $0; fflush() }'
+  # bash's read takes a line as soon as it is written (mawk reads its input in blocks: stamps came minutes late)
+  local line
+  while IFS= read -r line || [[ -n $line ]]; do printf '%(%H:%M:%S)T %s%s\n' -1 "$1" "$line"; done
 }
 wanted() {  # the entries of "$@" to run: every check, and the scenarios SCENARIOS lists
   local s
