@@ -30,7 +30,7 @@ VLLM_ARGS_VENV ?= /var/tmp/vllm-args-venv
 STAGING   := -i inventory/staging/hosts.yml
 
 .PHONY: help setup prereqs node-image node-image-vllm wheelhouse staging staging-down test test-unit test-rules lint syntax collection-check molecule \
-        bench-deploy bench-rollout bench-planner bench-diagnose bench-diagnose-blind bench-diagnose-blind2 bench-diagnose-blind3 bench-diagnose-blind4 bench-diagnose-blind5 bench-diagnose-blind6 bench-diagnose-blind7 bench-inputs bench-image bench-gateway bench-routing bench-weights python-base vllm-args check-vllm-args
+        bench-deploy bench-rollout bench-planner bench-diagnose bench-diagnose-blind bench-diagnose-blind2 bench-diagnose-blind3 bench-diagnose-blind4 bench-diagnose-blind5 bench-diagnose-blind6 bench-diagnose-blind7 bench-diagnose-blind8 bench-inputs bench-image bench-gateway bench-routing bench-weights python-base vllm-args check-vllm-args
 
 help:  ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -154,6 +154,9 @@ bench-diagnose-blind6: setup  ## The same on the sixth blind hold-out (tests/fix
 
 bench-diagnose-blind7: setup  ## The same on the seventh blind hold-out (tests/fixtures/vllm-failures-blind7)
 	$(PY) scripts/bench_diagnose_blind.py tests/fixtures/vllm-failures-blind7
+
+bench-diagnose-blind8: setup  ## The same on the eighth blind hold-out (tests/fixtures/vllm-failures-blind8)
+	$(PY) scripts/bench_diagnose_blind.py tests/fixtures/vllm-failures-blind8
 
 bench-inputs: setup  ## diagnose / gpus on generated 50 MiB inputs (many lines, one line; file and stdin): prints times
 	$(PY) scripts/bench_inputs.py
