@@ -297,7 +297,9 @@ RULES: list[_Rule] = [
           # monitor timed out! Process will be terminated after dumping debug info.", "ProcessGroupNCCL's watchdog got
           # stuck for 600 seconds without making progress in monitoring enqueued collectives.")
           r"Heartbeat\s+monitor\s+timed\s+out!?\s+Process\s+will\s+be\s+terminated|"
-          r"ProcessGroupNCCL's\s+watchdog\s+got\s+stuck\s+for\s+\d+\s+seconds"),
+          r"ProcessGroupNCCL's\s+watchdog\s+got\s+stuck\s+for\s+\d+\s+seconds|"
+          # Intel XPU's collective library, NCCL's counterpart there ("RuntimeError: oneCCL: ze_fd_manager.cpp:214 ...")
+          r"\boneCCL:\s*\w+\.cpp:\d+"),
     # vLLM's pynccl cannot load libnccl (device_communicators/pynccl_wrapper.py, every version's wording)
     _rule("nccl_error", r"Failed\s+to\s+load\s+NCCL\s+library\s+from", kind="library"),
     # NCCL's and vLLM's own CUDA-IPC failures between GPUs (P2P, custom all-reduce)
@@ -353,6 +355,8 @@ RULES: list[_Rule] = [
     # the model loader lists the weight files (DefaultModelLoader._prepare_weights) as it loads the model: a directory or
     # repository with a config but no weights in a format it reads (.safetensors, .bin, .pt)
     _rule("model_not_found_or_auth", r"Cannot\s+find\s+any\s+model\s+weights", kind="no_weights"),
+    # a LoRA adapter's path or name with no adapter in it (lora/worker_manager.py _load_adapter)
+    _rule("model_not_found_or_auth", r"No\s+adapter\s+found\s+for", kind="lora"),
     _rule("model_not_supported",
           r"Model\s+architectures?\s+\[[^\]]*\]\s+(?:are|is)\s+not\s+supported|"
           r"Error\s+in\s+inspecting\s+model\s+architecture|"
@@ -375,11 +379,16 @@ RULES: list[_Rule] = [
           kind="version"),
     # a compressed-tensors checkpoint whose quantization scheme this vLLM has no kernels for (compressed_tensors.py
     # _get_scheme: "No compressed-tensors compatible scheme was found."), e.g. asymmetric W4A16 before vLLM added it
-    _rule("model_not_supported", r"No\s+compressed-tensors\s+compatible\s+scheme\s+was\s+found", kind="quant_scheme"),
+    _rule("model_not_supported", r"No\s+compressed-tensors\s+compatible\s+scheme\s+was\s+found|"
+                                 # the same for a MoE layer's experts (compressed_tensors_moe.py get_moe_method)
+                                 r"Unsupported\s+FusedMoe\s+scheme", kind="quant_scheme"),
     # ModelConfig finds no `architectures` in the model's config.json, so no model class to pick (pydantic's wrapper
     # "validation error for ModelConfig" is weak: this, strong, wins): a directory that is no complete checkpoint, or a
     # plugin's model served by plain vLLM
     _rule("model_not_supported", r"No\s+model\s+architectures\s+are\s+specified", kind="no_arch"),
+    # the model's class cannot be split into pipeline stages (vLLM's list of PP-capable architectures)
+    _rule("model_not_supported", r"Pipeline\s+parallelism\s+is\s+only\s+supported\s+for\s+the\s+following\s+architectures",
+          kind="pp"),
     # transformers' GGUF reader (modeling_gguf_pytorch_utils.py) has no mapping for the file's architecture
     _rule("model_not_supported", r"ValueError:\s*(?:GGUF\s+model\s+with\s+)?[Aa]rchitecture\s+[`'\"]?(?P<model_type>[\w.-]+)"
                                  r"[`'\"]?\s+(?:is\s+)?not\s+supported"),
@@ -489,7 +498,7 @@ RULES: list[_Rule] = [
     _rule("config_rejected",
           r"ValueError:\s*The\s+number\s+of\s+required\s+\w+\s+exceeds\s+the\s+total\s+number\s+of\s+available\s+\w+\s+"
           r"in\s+the\s+placement\s+group|"
-          r"Cannot\s+provide\s+a\s+placement\s+group\s+of|Ray\s+does\s+not\s+allocate\s+any\s+\w+\s+on\s+the\s+driver\s+node|"
+          r"Cannot\s+provide\s+a\s+placement\s+group\s+(?:of|requiring)|Ray\s+does\s+not\s+allocate\s+any\s+\w+\s+on\s+the\s+driver\s+node|"
           r"Current\s+node\s+has\s+no\s+\w+\s+available\.|driver\s+node\s+id\s+\w+\s+is\s+not\s+included\s+in\s+a\s+placement\s+group|"
           r"Placement\s+group\s+bundle\s+cannot\s+have\s+more\s+than\s+1\s+\w+", kind="ray"),
     # the same words without the ValueError: newer vLLM logs them as a warning, then waits for the placement group;
@@ -500,6 +509,13 @@ RULES: list[_Rule] = [
           r"\{[^}\n]{0,200}'GPU'|"
           # the autoscaler's words for the same bundle while the engine waits for its placement group
           r"No\s+available\s+node\s+types\s+can\s+fulfill\s+resource\s+request\s*\{[^}\n]{0,200}'GPU'", tier=1, kind="ray"),
+    # A LoRA adapter of a higher rank than the engine was started for (LoRAConfig / the adapter's check: "ValueError: LoRA
+    # rank 64 is greater than max_lora_rank 16.")
+    _rule("config_rejected", r"(?P<message>LoRA\s+rank\s+(?P<lora_rank>\d+)\s+is\s+greater\s+than\s+max_lora_rank\s+"
+                             r"(?P<max_lora_rank>\d+))", kind="lora_rank"),
+    # no CUDA-graph sizes satisfy both speculative decoding's and sequence parallelism's multiples
+    _rule("config_rejected", r"(?P<message>Can'?t\s+determine\s+cudagraph\s+shapes\s+that\s+are\s+both\s+a\s+multiple\s+of"
+                             r"[^\n]{0,200})"),
     # A rope_scaling type this vLLM's rotary-embedding factory does not know (--rope-scaling / hf_overrides, or a
     # config.json of a newer model): "ValueError: Unknown RoPE scaling type extended"
     _rule("config_rejected", r"(?P<message>Unknown\s+RoPE\s+scaling\s+type\s+[\"'`]?[\w.-]+)", kind="rope"),
@@ -780,6 +796,10 @@ def _fix_model_not_supported(f: dict, where: str, kind: str) -> tuple[str, str]:
         return (f"This vLLM's{mt} model class does not support this generation of the model (its config's version)",
                 "Upgrade vLLM to a release that lists the model's version (each generation of a family is added in "
                 "its own release), or serve a generation this vLLM names in the message.")
+    if kind == "pp":
+        return ("This vLLM cannot split the model's architecture into pipeline stages",
+                "Drop --pipeline-parallel-size (use tensor parallelism within a node, or more GPUs per node), or use "
+                "a vLLM release whose pipeline-parallel list includes the architecture.")
     if kind == "no_arch":
         return ("The model's config.json names no architecture, so vLLM has no model class to load it with",
                 "Point --model at a complete checkpoint whose config.json lists `architectures`, or name the class with "
@@ -819,6 +839,10 @@ def _fix_port_in_use(f: dict, where: str, kind: str) -> tuple[str, str]:
 
 def _fix_model_not_found_or_auth(f: dict, where: str, kind: str) -> tuple[str, str]:
     """The model could not be found or downloaded."""
+    if kind == "lora":
+        return ("A LoRA adapter could not be found where the request or --lora-modules points",
+                "Point --lora-modules (or the load request's lora_path) at a directory holding adapter_config.json and "
+                "the adapter's weights, readable by the service user.")
     return ("The model could not be found or downloaded (wrong name/path, gated repo or missing token)",
             "Check the --model name or local path (it must hold config.json); for gated models accept the licence "
             "on huggingface.co and provide HF_TOKEN (from the vault) to the service; with HF_HUB_OFFLINE=1 the "
@@ -906,6 +930,11 @@ def _fix_config_rejected(f: dict, where: str, kind: str) -> tuple[str, str]:
                 "cluster (RAY_ADDRESS) rather than a new local Ray without the GPUs, and do not start it inside a "
                 "placement group of your own unless that group has one bundle of one GPU per rank; no other placement "
                 "group may hold the GPUs.")
+    if kind == "lora_rank":
+        return (f"A LoRA adapter's rank ({f.get('lora_rank')}) is above the engine's --max-lora-rank "
+                f"({f.get('max_lora_rank')})",
+                f"Start the engine with --max-lora-rank {f.get('lora_rank')} or more (it sizes the LoRA buffers: more "
+                "memory per slot), or serve an adapter trained at a rank the engine allows.")
     if kind == "rope":
         return (f"vLLM does not know the RoPE scaling asked for: {f.get('message', '')}",
                 "Drop --rope-scaling (or the rope_scaling of --hf-overrides) and let vLLM read the model's own from "
@@ -981,7 +1010,9 @@ _MILESTONES = [
         r"Starting\s+profile\s+run|torch\.compile\s+t(?:akes|ook)|Dynamo\s+bytecode\s+transform\s+time|"
         r"Initial\s+profiling/warmup\s+run\s+took|Profiling\s+CUDA\s+graph\s+memory|"
         # V1's profile_run of a multi-modal model sizes its encoder cache first (gpu_model_runner.py)
-        r"Compiling\s+a\s+graph\s+for\s+(?:dynamic|general)\s+shape|Encoder\s+cache\s+will\s+be\s+initialized", re.I)),
+        r"Compiling\s+a\s+graph\s+for\s+(?:dynamic|general)\s+shape|Encoder\s+cache\s+will\s+be\s+initialized|"
+        # V0's profile_run building its dummy multi-modal data (multimodal/profiling.py)
+        r"The\s+sequence\s+length\s+used\s+for\s+profiling", re.I)),
     ("memory_profiled", "kv_cache_allocation", "medium", re.compile(
         r"Memory\s+profiling\s+(?:takes|results)|the\s+current\s+vLLM\s+instance\s+can\s+use|"
         r"the\s+rest\s+of\s+the\s+memory\s+reserved\s+for\s+KV\s+Cache|Available\s+KV\s+cache\s+memory|"
@@ -1042,7 +1073,7 @@ _FRAME_PHASES = [
                                  r"\b\w*marlin\w*_repack\b|\bmachete_prepack_B\b|"
                                  # a quantization config picking each layer's scheme as the layer is built
                                  # (compressed-tensors' get_scheme and its capability check)
-                                 r"\bget_scheme\b|_check_scheme_supported|\bget_quant_method\b", re.I)),
+                                 r"\bget_scheme\b|_check_scheme_supported|\bget_quant_method\b|\bget_moe_method\b", re.I)),
     ("graph_capture", re.compile(r"compile_or_warm_up_model|\b_?warm_up_model\b", re.I)),  # 0.3: warm_up_model
     # (uvicorn's run_asgi and V0 AsyncLLMEngine's generate path handle a request)
     ("serving", re.compile(r"run_asgi|async_llm_engine\.py\",?\s+line\s+\d+,\s+in\s+(?:generate|_process_request)|"
@@ -1284,6 +1315,8 @@ _EAGER_RE = re.compile(r"\benforce_eager\s*=\s*True\b|'enforce_eager':\s*True\b|
 # start." before), after dumping the step it ran (logging_utils/dump_input.py: "Dumping input data for V1 LLM engine",
 # "Dumping scheduler output for model execution", "Dumping scheduler stats").
 _ENGINE_LOOP_DEAD_RE = re.compile(r"Engine\s+loop\s+is\s+not\s+running|MQEngineDeadError|_log_task_completion|"
+                                  # V0 0.2's done-callback of the same loop (async_llm_engine.py)
+                                  r"_raise_exception_on_finish|"
                                   r"Engine\s+background\s+task\s+failed|AsyncEngineDeadError|EngineDeadError|"
                                   # V0's run_engine_loop: a step hung past ENGINE_ITERATION_TIMEOUT_S
                                   r"Engine\s+iteration\s+timed\s+out|"
@@ -1337,6 +1370,9 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
     elif after:
         out.update(phase=after, phase_confidence=milestone_confidence,
                    phase_evidence=_line_at(text, milestone_pos, milestone_pos + 1))
+    elif category == "unknown" and _PROMPT_TOO_LONG_RE.search(text, pos, end):
+        # a request's prompt checked against max_model_len as it arrives, whatever start-up lines a paste puts after it
+        out.update(phase="serving", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
     elif pos < _PASTED_FIRST and _milestone_after(text, end, milestones):
         # the error line heads the excerpt and start-up lines follow it: pasted first, or Ray printing its workers'
         # deduplicated lines late ("[repeated 7x across cluster]")
@@ -1347,12 +1383,12 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         # the API server only starts (and so only shuts down) after the engine finished starting up
         out.update(phase="serving", phase_confidence="medium",
                    phase_evidence=_line_at(text, end, end + 1))
+    elif category == "unknown" and (placed := _unknown_placed(text, pos, end)):
+        out.update(phase=placed[0], phase_confidence=placed[1], phase_evidence=_line_at(text, pos, end))
     elif category == "unknown" and _IMPORT_ERROR_RE.match(text, pos) and _imported_at_module_level(text, pos):
         # an import that fails at module level (the frames above are all `<module>`): the program stopped while it was
         # being imported, before any engine argument was read
         out.update(phase="init", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
-    elif category == "unknown" and (placed := _unknown_placed(text, pos, end)):
-        out.update(phase=placed[0], phase_confidence=placed[1], phase_evidence=_line_at(text, pos, end))
     elif kind in _BUILT_WITH_THE_MODEL:
         # raised as the model's layers are built with their weights: the quantized layers' create_weights, a model
         # class's own assert on its heads or its checkpoint's version, the compressed-tensors config picking each
@@ -1404,7 +1440,8 @@ _WEIGHT_KEY_RE = re.compile(r"KeyError:\s*['\"](?:[\w-]+\.)+(?:weight|bias|qweig
 # Ray: a process of another Ray or Python version than the cluster's head
 _RAY_VERSION_RE = re.compile(r"Version\s+mismatch:\s+The\s+cluster\s+was\s+started\s+with", re.I)
 # vLLM's input check of a request: "Prompt length of 4178 is longer than the maximum model length of 4096."
-_PROMPT_TOO_LONG_RE = re.compile(r"Prompt\s+length\s+of\s+\d+\s+is\s+longer\s+than\s+the\s+maximum\s+model\s+length", re.I)
+_PROMPT_TOO_LONG_RE = re.compile(r"(?:Prompt\s+length\s+of\s+\d+|The\s+decoder\s+prompt\s+\(length\s+\d+\))\s+is\s+longer\s+"
+                                 r"than\s+the\s+maximum\s+model\s+length", re.I)
 # A model layer's forward frame (model_executor/layers/linear.py "in apply", a model class's "in forward")
 _FORWARD_FRAME_RE = re.compile(r'File\s+"[^"\n]*model_executor/(?:layers|models)/[\w/]+\.py",\s+line\s+\d+,\s+in\s+'
                                r'(?:forward|apply|_forward\w*)\b')
@@ -1434,8 +1471,6 @@ _UNKNOWN_PHASES = (
     (_FORKED_CUDA_RE, "init", "low"),
     # a process joins the Ray cluster as the engine starts its workers
     (_RAY_VERSION_RE, "init", "low"),
-    # a request's prompt checked against max_model_len as it arrives
-    (_PROMPT_TOO_LONG_RE, "serving", "medium"),
     # a checkpoint's tensor name looked up in the model's parameters (params_dict[name]) as its weights load
     (_WEIGHT_KEY_RE, "model_loading", "low"),
     # a request's multimodal input that does not match its prompt's placeholders: raised as that request runs

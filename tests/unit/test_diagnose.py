@@ -1661,3 +1661,45 @@ def test_round6_wordings(log, category, phase, word):
 ])
 def test_round7_wordings(log, category, phase, word):
     _diagnosed_as(log, category, phase, word)
+
+
+@pytest.mark.parametrize("log,category,phase,word", [
+    # an adapter above the engine's LoRA rank (blind8 001); no CUDA-graph sizes for spec decode and sequence
+    # parallelism at once (blind8 003)
+    ("ValueError: LoRA rank 64 is greater than max_lora_rank 16.", "config_rejected", "init", "--max-lora-rank 64"),
+    ("RuntimeError: Worker failed with error 'Can't determine cudagraph shapes that are both a multiple of 3 "
+     "(num_speculative_tokens + 1) required by spec-decode and 4 (tensor_parallel_size)'", "config_rejected", "init",
+     None),
+    # Intel XPU's oneCCL in NCCL's place (blind8 004)
+    ('  File "/v/torch/distributed/distributed_c10d.py", line 2806, in all_reduce\n    work = group.allreduce([tensor])\n'
+     "RuntimeError: oneCCL: ze_fd_manager.cpp:214 fill_device_fds: EXCEPTION: open failed: fd: -1", "nccl_error",
+     "init", None),
+    # an architecture vLLM cannot split into pipeline stages (blind8 007); a MoE layer's quantization scheme without
+    # kernels, as the layers are built (blind8 015)
+    ("NotImplementedError: Pipeline parallelism is only supported for the following  architectures: "
+     "['AquilaForCausalLM', 'LlamaForCausalLM']", "model_not_supported", "init", "--pipeline-parallel-size"),
+    ('  File "/v/vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors_moe.py", line 135, in '
+     "get_moe_method\n    raise RuntimeError(\nRuntimeError: Unsupported FusedMoe scheme: num_bits=4 type='int'",
+     "model_not_supported", "model_loading", None),
+    # a LoRA adapter path with no adapter (blind8 018); a Ray placement group GPUStack could not get (blind8 116)
+    ('ValueError: Loading lora ["qc failed: No adapter found for /train/output/checkpoint-100"]',
+     "model_not_found_or_auth", "init", "adapter_config.json"),
+    ("ValueError: Cannot provide a placement group requiring 4.0 GPUs (placement_group_specs=[{'GPU': 1.0}])",
+     "config_rejected", "init", "ray status"),
+    # V0 0.2's background loop dying on an OOM: serving (blind8 014); V0's profiling of multi-modal dummy data (blind8 020)
+    ('Traceback (most recent call last):\n  File "/workspace/vllm/engine/async_llm_engine.py", line 29, in '
+     "_raise_exception_on_finish\n    task.result()\ntorch.cuda.OutOfMemoryError: CUDA out of memory. Tried to "
+     "allocate 1.50 GiB", "cuda_oom_runtime", "serving", None),
+    ("WARNING 04-27 16:27:59 [profiling.py:245] The sequence length used for profiling (max_num_batched_tokens / "
+     "max_num_seqs = 20000) is too short to hold the multi-modal embeddings in the worst case\nERROR 04-27 16:28:02 "
+     "[engine.py:448] CUDA out of memory. Tried to allocate 800.00 MiB.", "cuda_oom_weights", "profile_run", None),
+    # the decoder prompt over max_model_len, pasted above the engine's config line: still a request's (blind8 008)
+    ("ValueError: The decoder prompt (length 18425) is longer than the maximum model length of 12288.\nInitializing a "
+     "V1 LLM engine (v0.9.1) with config: model='/m'", "unknown", "serving", None),
+    # near misses: a rank within the limit, said in passing; an adapter that loaded; a placement group that was provided
+    ("INFO LoRA rank 8 is within max_lora_rank 16", "unknown", "unknown", None),
+    ("INFO Loaded new LoRA adapter: name 'qc', path '/train/output/checkpoint-100'", "unknown", "unknown", None),
+    ("INFO Created a placement group requiring 4.0 GPUs", "unknown", "unknown", None),
+])
+def test_round8_wordings(log, category, phase, word):
+    _diagnosed_as(log, category, phase, word)
