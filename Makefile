@@ -30,10 +30,10 @@ VLLM_ARGS_VENV ?= /var/tmp/vllm-args-venv
 STAGING   := -i inventory/staging/hosts.yml
 
 .PHONY: help setup prereqs node-image node-image-vllm wheelhouse staging staging-down test test-unit test-rules lint syntax collection-check molecule \
-        bench-deploy bench-rollout bench-planner bench-diagnose bench-diagnose-blind bench-diagnose-blind2 bench-diagnose-blind3 bench-diagnose-blind4 bench-diagnose-blind5 bench-diagnose-blind6 bench-diagnose-blind7 bench-diagnose-blind8 bench-inputs bench-image bench-gateway bench-routing bench-weights python-base vllm-args check-vllm-args
+        bench-deploy bench-rollout bench-planner bench-diagnose bench-diagnose-blind bench-inputs bench-image bench-gateway bench-routing bench-weights python-base vllm-args check-vllm-args
 
 help:  ## List the targets
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z%-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
 prereqs:  ## Check (as root on Debian/Ubuntu: install and start) Docker, debootstrap, Compose, python3-venv, haproxy, lua-cjson
 	@bash scripts/prereqs.sh
@@ -137,26 +137,10 @@ bench-diagnose: setup  ## Diagnosis accuracy on the collected failure logs, and 
 bench-diagnose-blind: setup  ## Diagnosis on the blind hold-out: development figures and misses; blind third totals only
 	$(PY) scripts/bench_diagnose_blind.py
 
-bench-diagnose-blind2: setup  ## The same on the second blind hold-out (tests/fixtures/vllm-failures-blind2)
-	$(PY) scripts/bench_diagnose_blind.py tests/fixtures/vllm-failures-blind2
-
-bench-diagnose-blind3: setup  ## The same on the third blind hold-out (tests/fixtures/vllm-failures-blind3)
-	$(PY) scripts/bench_diagnose_blind.py tests/fixtures/vllm-failures-blind3
-
-bench-diagnose-blind4: setup  ## The same on the fourth blind hold-out (tests/fixtures/vllm-failures-blind4)
-	$(PY) scripts/bench_diagnose_blind.py tests/fixtures/vllm-failures-blind4
-
-bench-diagnose-blind5: setup  ## The same on the fifth blind hold-out (tests/fixtures/vllm-failures-blind5)
-	$(PY) scripts/bench_diagnose_blind.py tests/fixtures/vllm-failures-blind5
-
-bench-diagnose-blind6: setup  ## The same on the sixth blind hold-out (tests/fixtures/vllm-failures-blind6)
-	$(PY) scripts/bench_diagnose_blind.py tests/fixtures/vllm-failures-blind6
-
-bench-diagnose-blind7: setup  ## The same on the seventh blind hold-out (tests/fixtures/vllm-failures-blind7)
-	$(PY) scripts/bench_diagnose_blind.py tests/fixtures/vllm-failures-blind7
-
-bench-diagnose-blind8: setup  ## The same on the eighth blind hold-out (tests/fixtures/vllm-failures-blind8)
-	$(PY) scripts/bench_diagnose_blind.py tests/fixtures/vllm-failures-blind8
+# Rounds 2 to 8, each in its folder tests/fixtures/vllm-failures-blindN (make bench-diagnose-blind2 ... -blind8).
+bench-diagnose-blind%: setup  ## The same on round N's blind hold-out, N = 2 ... 8 (tests/fixtures/vllm-failures-blindN)
+	@test -d tests/fixtures/vllm-failures-blind$* || { echo "no blind round $* (tests/fixtures/vllm-failures-blind$*)"; exit 2; }
+	$(PY) scripts/bench_diagnose_blind.py tests/fixtures/vllm-failures-blind$*
 
 bench-inputs: setup  ## diagnose / gpus on generated 50 MiB inputs (many lines, one line; file and stdin): prints times
 	$(PY) scripts/bench_inputs.py
