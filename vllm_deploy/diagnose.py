@@ -1106,6 +1106,13 @@ _FRAME_LINE_RE = re.compile(r'^[ \t]*File\s+"[^"\n]*",\s+line\s+\d+,\s+in\s+\S+|
 # Where a category itself says the phase (vLLM raises these at one point of start-up).
 # Rule kinds raised as the model's layers are built with their weights (phase model_loading, not the category's own).
 _BUILT_WITH_THE_MODEL = ("quant_shape", "assert_heads", "quant_scheme", "version", "divide")
+# Rule kinds whose words say the phase, unlike the rest of their category: (category, kind) -> (phase, confidence).
+_KIND_PHASES = {
+    # the model loader lists the weight files as it loads the model, not as the config is read
+    ("model_not_found_or_auth", "no_weights"): ("model_loading", "medium"),
+    # the Mamba blocks are checked right before the CUDA graphs are captured, for the largest batch to capture
+    ("kv_cache_too_small", "mamba"): ("graph_capture", "high"),
+}
 _CATEGORY_PHASES = {
     "kv_cache_too_small": "kv_cache_allocation", "no_kv_memory": "kv_cache_allocation",
     "tp_not_divisible": "init", "max_len_over_model_limit": "init", "trust_remote_code_required": "init",
@@ -1341,12 +1348,9 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         phase = "profile_run" if re.match(r"Error\s+in\s+memory\s+profiling", text[pos:end], re.I) else "init"
         out.update(phase=phase, phase_confidence="high", phase_evidence=_line_at(text, pos, end))
         return out
-    if category == "model_not_found_or_auth" and kind == "no_weights":
-        out.update(phase="model_loading", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
-        return out
-    if category == "kv_cache_too_small" and kind == "mamba":
-        # checked right before the CUDA graphs are captured, for the largest batch to capture
-        out.update(phase="graph_capture", phase_confidence="high", phase_evidence=_line_at(text, pos, end))
+    if (category, kind) in _KIND_PHASES:
+        phase, confidence = _KIND_PHASES[category, kind]
+        out.update(phase=phase, phase_confidence=confidence, phase_evidence=_line_at(text, pos, end))
         return out
     if category in _CATEGORY_PHASES and kind != "backend" and kind not in _BUILT_WITH_THE_MODEL:
         out.update(phase=_CATEGORY_PHASES[category], phase_confidence="high", phase_evidence=_line_at(text, pos, end))
@@ -1413,11 +1417,10 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
     elif category == "unsupported_dtype_or_gpu" and kind == "torchao":
         # torchao quantizes the weights as they are loaded
         out.update(phase="model_loading", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
-    elif category == "unsupported_dtype_or_gpu" and kind == "kernel" and _FORWARD_FRAME_RE.search(
-            text, max(0, pos - 6000), pos):
+    elif category == "unsupported_dtype_or_gpu" and kind == "kernel" and (
+            m := _FORWARD_FRAME_RE.search(text, max(0, pos - 6000), pos)):
         # the missing kernel was the model's own forward (a layer's apply/forward frame above the error): its first
         # forward pass is the profiling run, before any request could be served
-        m = _FORWARD_FRAME_RE.search(text, max(0, pos - 6000), pos)
         out.update(phase="profile_run", phase_confidence="low", phase_evidence=_line_at(text, m.start(), m.end()))
     elif category == "unsupported_dtype_or_gpu" and kind == "kernel":
         # a torch build without this GPU's architecture fails at its first kernel, at device init; a vLLM build
