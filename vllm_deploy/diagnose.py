@@ -32,6 +32,7 @@ and tests/fixtures/vllm-failures-public, scored by scripts/bench_diagnose.py), n
 from __future__ import annotations
 
 import math
+import functools
 import re
 from dataclasses import asdict, dataclass, field
 
@@ -1626,7 +1627,8 @@ def _diagnose(text) -> Diagnosis:
     if chosen is None:
         chosen = _registry_error(text, norm)
     if chosen is None:
-        return _no_known_failure(norm, milestones)
+        last_raw = _raw(text).rstrip().rsplit("\n", 1)[-1]   # normalise() strips a log record's header
+        return _no_known_failure(norm, milestones, _LOG_RECORD_RE.search(last_raw) is None)
 
     tier, pos, _, rule, m = chosen
     figures = _context_figures(norm, pos)
@@ -1748,7 +1750,137 @@ _CRASH_RE = re.compile(r"Segfault\s+encountered|Segmentation\s+fault|SIGSEGV|SIG
                        re.I | re.M)
 
 
-def _no_known_failure(norm: str, milestones: list) -> Diagnosis:
+# When no rule knows an error's wording, the words of its message still say which kind of failure it is: vLLM and
+# the libraries under it word each kind alike ("... is not supported for the current GPU", "Model architecture X is
+# not supported", "max_num_seqs must be ..."). Each family is a subject and a refusal within one exception message;
+# the first family whose both words the message has names the category, with low confidence. Request-time errors
+# (a prompt longer than max_model_len, a request's multimodal input) are no deploy failure and stay `unknown`.
+_REFUSAL = (r"(?:not\s+(?:yet\s+)?(?:supported|implemented|compatible|allowed|valid|recogni[sz]ed|registered)|unsupported|"
+            r"incompatible|only\s+supports?|only\s+(?:be\s+)?(?:supported|available|allowed|valid)|does\s+not\s+support|"
+            r"(?:isn't|is\s+not|are\s+not|aren't)\s+supported|cannot|can't|can\s+not|must|should|requires?|at\s+least|"
+            r"at\s+most|minimum|exceeds?|(?:greater|larger|smaller|less|higher|lower)\s+than|too\s+(?:old|large|small|"
+            r"many|few)|invalid|unknown|unrecogni[sz]ed|no\s+(?:vLLM\s+)?implementation|out\s+of\s+range|conflicts?|"
+            r"mutually\s+exclusive|expected|is\s+not\s+equal\s+to|does\s+not\s+match|\bno\s+[\w-]+(?:\s+[\w-]+){0,3}\s+(?:was\s+)?found)")
+_REFUSAL_RE = re.compile(_REFUSAL, re.I)
+_GPU_WORDS = (r"(?:compute\s+capabilit|CUDA\s+capabilit|\bcapability\s*[:=<>(]|\bsm_?\d{2,3}\b|\bSM\s?\d{2,3}\b|"
+              r"CUDA_ARCH|\bCUDA\s*>=\s*\d|\b(?:Ampere|Hopper|Volta|Turing|Pascal|Blackwell|Maxwell|Kepler)\b|"
+              r"\b(?:V100|T4|P40|P100|K80|A10G?|L4|GTX\s*\d{3,4}|RTX\s*\d{4})\b|\b(?:this|current|your)\s+(?:GPU|device)s?\b)")
+_MODEL_WORDS = (r"(?:\bmodel\s+(?:type|architecture|class|family)|\barchitectures?\b|\bmodel_type\b|\b\w+For(?:CausalLM|"
+                r"ConditionalGeneration|SequenceClassification)\b|\bquantization\s+scheme|\bcheckpoint\s+format|"
+                r"\bthis\s+model\b|\bthe\s+model\b|\bscheme\b|only\s+supports?\s+versions?)")
+# the parallel layout as the engine's config names it inside (ParallelConfig, parallel_state)
+_LAYOUT_NAMES = frozenset(("world_size", "tensor_model_parallel_size", "pipeline_model_parallel_size"))
+_ENGINE_ARG_RE = re.compile(r"(?<![\w-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)+\b")
+_FAMILIES = (
+    ("trust_remote_code_required", re.compile(r"trust[_-]remote[_-]code(?!'?\s*[=:]\s*False)", re.I), None),
+    ("model_not_found_or_auth", re.compile(
+        r"\b40[13]\b[^\n]{0,80}?(?:Client\s+Error|Unauthori[sz]ed|Forbidden)[^\n]{0,200}?(?:huggingface|hf\.co|hf-mirror|"
+        r"modelscope|/resolve/|/api/models)|\bgated\s+(?:repo|model)|"
+        r"Access\s+to\s+model\s+\S+\s+is\s+restricted|Repository\s+Not\s+Found|not\s+a\s+valid\s+model\s+identifier|"
+        r"\b(?:model|repo(?:sitory)?|checkpoint|adapter)\b[^\n]{0,160}?(?:does\s+not\s+exist|not\s+found|could\s+not\s+be\s+"
+        r"found)|\bNo\s+(?:model|adapter|checkpoint)\s+(?:\w+\s+)?found",
+        re.I), None),
+    ("tp_not_divisible", re.compile(r"tensor[\s_-]parallel|\btp(?:_size)?\b|\bworld[\s_]size|_per_partition|\bper\s+(?:rank|GPU)",
+                                    re.I), re.compile(r"(?:not|be)\s+(?:evenly\s+)?divisible\s+by|does\s+not\s+divide", re.I)),
+    ("unsupported_dtype_or_gpu", re.compile(_GPU_WORDS, re.I), _REFUSAL_RE),
+    ("model_not_supported", re.compile(_MODEL_WORDS, re.I), _REFUSAL_RE),
+    ("port_in_use", re.compile(r"failed\s+to\s+(?:listen|bind)\b|could\s+not\s+bind|address\s+(?:is\s+)?already\s+in\s+use|"
+                               r"EADDRINUSE|port\s+\d+\s+is\s+(?:already\s+)?in\s+use", re.I), None),
+    ("nccl_error", re.compile(r"(?:\b(?:NCCL|RCCL|HCCL|oneCCL|Gloo)\b|(?-i:\bHccl[A-Z]\w*))[^\n]{0,120}?(?:error|fail|time[ds]?\s*out|abort)", re.I), None),
+    ("driver_mismatch_or_no_driver", re.compile(
+        r"(?:NVIDIA|CUDA|GPU)\s+driver[^\n]{0,100}?(?:not\s+found|too\s+old|mismatch|failed|not\s+loaded|unavailable|"
+        r"insufficient|missing)|\bno\s+(?:NVIDIA\s+|CUDA\s+)?(?:GPUs?|devices?)\s+(?:were\s+)?(?:found|detected|available)",
+        re.I), None),
+)
+_FAMILY_DEFAULT_PHASE = {"trust_remote_code_required": "init", "model_not_found_or_auth": "init",
+                         "model_not_supported": "init", "config_rejected": "init", "driver_mismatch_or_no_driver": "init",
+                         "port_in_use": "init", "nccl_error": "init"}
+
+
+@functools.lru_cache(maxsize=1)
+def _engine_arg_names() -> frozenset:
+    """The engine's own argument names (snake_case, of two words or more) from the pinned vLLM's argument dump."""
+    try:
+        from vllm_deploy import vllm_args
+        names = set()
+        for package, version in vllm_args.available():
+            names.update(o["dest"] for o in vllm_args.load(package, version).get("options", ()) if "_" in o["dest"])
+        return frozenset(names)
+    except Exception:  # noqa: BLE001 - without the dump, the flag spelling (--max-model-len) still counts
+        return frozenset()
+
+
+@functools.lru_cache(maxsize=1)
+def _spelled_arg_re() -> re.Pattern:
+    """The engine's arguments of three words or more as prose spells them ("tensor parallel size")."""
+    spelled = sorted((n for n in _engine_arg_names() if n.count("_") >= 2), key=len, reverse=True)
+    return re.compile(r"\b(?:" + "|".join(n.replace("_", r"[\s_-]") for n in spelled) + r")\b", re.I) if spelled \
+        else re.compile(r"(?!)")
+
+
+def _names_an_engine_arg(message: str) -> bool:
+    """The message names one of the engine's arguments: --max-model-len, max_model_len or "max model len"."""
+    if _ENGINE_ARG_RE.search(message):
+        return True
+    words = set(re.findall(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b", message))
+    return bool(words & (_engine_arg_names() | _LAYOUT_NAMES)) or bool(_spelled_arg_re().search(message))
+
+
+_LOG_RECORD_RE = re.compile(r"\b(?:INFO|WARNING|WARN|DEBUG)\b|with\s+config:|non-default\s+args")
+_LAST_LINE_RE = re.compile(r"^[^\n]*\S[^\n]*(?=\s*\Z)", re.M)
+_NEW_RECORD_RE = re.compile(r"Traceback|File\s+\"|During\s+handling|The\s+above\s+exception|(?:[\w.]+\.)?[A-Z]\w*(?:Error|"
+                            r"Exception)\b|\^|INFO|WARNING|DEBUG|ERROR|\[|\(")
+
+
+def _message_of(norm: str, m: re.Match) -> str:
+    """An exception's message: its line, and for pydantic's wrapper ("1 validation error for ModelConfig") the
+    lines it wraps."""
+    line = m.group(0).strip()
+    following = [x.strip() for x in norm[m.end(): m.end() + 800].split("\n")[1:4]]
+    if re.search(r"validation\s+errors?\s+for\s+\w+$", line):
+        line += " " + " ".join(following[:2])
+    elif following and following[0] and not _NEW_RECORD_RE.match(following[0]):
+        line += " " + following[0]   # a message that goes on on the next line (vLLM's hints, a wrapped path)
+    return line[:600]
+
+
+def _family(norm: str, exc: list, last_line: bool = True) -> tuple[str, re.Match, str] | None:
+    """(category, exception line, message) of the first exception whose message reads as a known kind of failure;
+    the log's last line too, where a message stands on a line of its own (a bare AssertionError's)."""
+    last = _LAST_LINE_RE.search(norm)
+    last = None if last is None or not last_line or _LOG_RECORD_RE.search(last.group(0)) else last
+    for m in exc + ([last] if last and not any(x.start() <= last.start() < x.end() + 1 for x in exc) else []):
+        message = _message_of(norm, m)
+        if _PROMPT_TOO_LONG_RE.search(message) or _REQUEST_INPUT_RE.search(message):
+            continue
+        for category, words, refusal in _FAMILIES:
+            if words.search(message) and (refusal is None or refusal.search(message)):
+                return category, m, message
+        if _REFUSAL_RE.search(message) and _names_an_engine_arg(message):
+            return "config_rejected", m, message
+    return None
+
+
+def _family_diagnosis(norm: str, exc: list, milestones: list, figures: dict, last_line: bool = True) -> Diagnosis | None:
+    """A diagnosis from an unknown wording's family (low confidence), placed as an unknown error is."""
+    found = _family(norm, exc, last_line)
+    if not found:
+        return None
+    category, m, message = found
+    loc = _locate(norm, m.start(), m.end(), "unknown", "", milestones)
+    if loc["phase"] == "unknown" and category in _FAMILY_DEFAULT_PHASE:
+        loc.update(phase=_FAMILY_DEFAULT_PHASE[category], phase_confidence="low",
+                   phase_evidence=_line_at(norm, m.start(), m.end()))
+    figures = dict(figures)
+    if category == "config_rejected":
+        figures["message"] = re.sub(r"^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\s*[:(]\s*", "", message)[:300]
+    summary, fix = _fix(category, figures)
+    return _with_action(Diagnosis(
+        category, f"{summary} (read from the error's own words, no rule knows its wording: {message[:200]})", figures,
+        fix[:1].upper() + fix[1:], _line_at(norm, m.start(), m.end()), "low", **loc))
+
+
+def _no_known_failure(norm: str, milestones: list, last_line_is_message: bool = True) -> Diagnosis:
     """No rule matched: a log that stops in graph capture or the profiling run, else `unknown` with the first
     error line."""
     reached, after, _, milestone_pos = _milestone_before(milestones, len(norm))
@@ -1768,6 +1900,9 @@ def _no_known_failure(norm: str, milestones: list) -> Diagnosis:
         return cut
     if not exc and reached in ("none", "engine_configured") and _odd_tp(figures.get("tp_size")):
         return _odd_tp_guess(norm, figures, reached)
+    family = _family_diagnosis(norm, exc, milestones, figures, last_line_is_message)
+    if family:
+        return family
     line = exc[0].group(0).strip()[:300] if exc else None
     loc = _locate(norm, exc[0].start(), exc[0].end(), "unknown", "", milestones) if exc else \
         _located_without_error(norm, reached, after, milestone_pos)

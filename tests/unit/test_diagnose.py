@@ -1703,3 +1703,57 @@ def test_round7_wordings(log, category, phase, word):
 ])
 def test_round8_wordings(log, category, phase, word):
     _diagnosed_as(log, category, phase, word)
+
+
+# Wordings no rule knows, read by their family (a subject and a refusal in one exception message): the category with
+# low confidence, the message quoted, the deploy's action for that category. The messages are vLLM's, transformers'
+# and torch's kind of wording for each failure, not copies of any collected log.
+@pytest.mark.parametrize("log,category,phase", [
+    # a capability word and a refusal: the GPU is the limit
+    ("RuntimeError: FlashMLA is only supported on Hopper GPUs (compute capability 9.0); this GPU has 8.6",
+     "unsupported_dtype_or_gpu", "unknown"),
+    ("ValueError: fp8 KV cache is not supported on sm_75", "unsupported_dtype_or_gpu", "unknown"),
+    # a model word and a refusal: this vLLM cannot serve the model
+    ("ValueError: Model type xverse_moe is not supported by this version of vLLM", "model_not_supported", "init"),
+    ("NotImplementedError: Sliding window attention is not supported for this model architecture",
+     "model_not_supported", "init"),
+    # an engine argument (any spelling of one vLLM's parser has) and a refusal: vLLM refused its configuration
+    ("ValueError: gpu_memory_utilization must be in (0, 1], got 1.2", "config_rejected", "init"),
+    ("ValueError: --enable-prefix-caching cannot be combined with the sliding window of this checkpoint",
+     "config_rejected", "init"),
+    ("ValueError: The chosen tensor parallel size exceeds what the cluster offers", "config_rejected", "init"),
+    # the layout split over ranks
+    ("AssertionError: hidden_size_per_partition must be divisible by tp_size (6)", "tp_not_divisible", "unknown"),
+    # a model or adapter that is not where it was looked for; a hub refusing the download
+    ("FileNotFoundError: checkpoint directory /ckpt/step-100 could not be found", "model_not_found_or_auth", "init"),
+    ("huggingface_hub.errors.HfHubHTTPError: 403 Forbidden: you are not in the authorized list. Cannot access content "
+     "at: https://huggingface.co/google/gemma-3-27b-it/resolve/main/config.json", "model_not_found_or_auth", "init"),
+    # the collective libraries of other vendors; a socket already taken; the driver
+    ("RuntimeError: RCCL call failed: unhandled cuda error", "nccl_error", "init"),
+    ("RuntimeError: The engine's ZMQ socket could not bind to tcp://127.0.0.1:5557", "port_in_use", "init"),
+    ("RuntimeError: no CUDA devices were found", "driver_mismatch_or_no_driver", "init"),
+    # a message that goes on on its own line (a bare AssertionError's)
+    ("AssertionError\nBlockwise fp8 GEMM is only supported on CUDA >= 8.9", "unsupported_dtype_or_gpu", "unknown"),
+])
+def test_an_unknown_wording_is_read_by_its_family(log, category, phase):
+    r = diagnose(log)
+    assert (r.category, r.phase, r.confidence) == (category, phase, "low")
+    assert r.action == ACTIONS[category] and "no rule knows its wording" in r.summary
+
+
+@pytest.mark.parametrize("log", [
+    # request-time errors are no deploy failure
+    "ValueError: The decoder prompt (length 9000) is longer than the maximum model length of 8192. Make sure that "
+    "`max_model_len` is no smaller than the number of text tokens.",
+    # a refusal without a subject; a subject without a refusal; a server's own 403 to a client
+    "RuntimeError: CUDA error: an illegal memory access was encountered",
+    "ValueError: max_model_len is 8192",
+    "httpx.HTTPStatusError: Client error '403 Forbidden' for url 'http://localhost:8000/v1/chat/completions'",
+    # a log line, not an error: the engine's config line names trust_remote_code=False; a warning's "not supported"
+    "INFO 01-01 00:00:00 llm_engine.py:100] Initializing an LLM engine with config: model='m', trust_remote_code=False",
+    "WARNING 01-01 00:00:00 config.py:1] Model architecture x is not supported by the fast path",
+    # the watchdog's frame line after an illegal access
+    "Exception raised from ncclCommWatchdog at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1601",
+])
+def test_no_family_without_both_words(log):
+    assert diagnose(log).category == "unknown"
