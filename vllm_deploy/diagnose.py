@@ -1868,8 +1868,9 @@ def _family_diagnosis(norm: str, exc: list, milestones: list, figures: dict, las
         return None
     category, m, message = found
     loc = _locate(norm, m.start(), m.end(), "unknown", "", milestones)
-    if loc["phase"] == "unknown" and category in _FAMILY_DEFAULT_PHASE:
-        loc.update(phase=_FAMILY_DEFAULT_PHASE[category], phase_confidence="low",
+    if loc["phase"] == "unknown" and (category in _FAMILY_DEFAULT_PHASE or loc["phase_reached"] == "none"):
+        # the category's usual phase; else, with no start-up milestone before the error, init (as for `unknown`)
+        loc.update(phase=_FAMILY_DEFAULT_PHASE.get(category, "init"), phase_confidence="low",
                    phase_evidence=_line_at(norm, m.start(), m.end()))
     figures = dict(figures)
     if category == "config_rejected":
@@ -1906,6 +1907,10 @@ def _no_known_failure(norm: str, milestones: list, last_line_is_message: bool = 
     line = exc[0].group(0).strip()[:300] if exc else None
     loc = _locate(norm, exc[0].start(), exc[0].end(), "unknown", "", milestones) if exc else \
         _located_without_error(norm, reached, after, milestone_pos)
+    if exc and loc["phase"] == "unknown" and loc["phase_reached"] == "none":
+        # an error, and before it not one of the milestones vLLM logs as it starts (the engine's config line, weights
+        # loaded, ...) nor a serving line: in a service's journal, the engine had not got past start-up's first steps
+        loc.update(phase="init", phase_confidence="low", phase_evidence=_line_at(norm, exc[0].start(), exc[0].end()))
     where = f"; the log reached: {loc['phase_reached'].replace('_', ' ')}" if loc["phase_reached"] != "none" else ""
     where += f"; failed in: {loc['phase'].replace('_', ' ')}" if loc["phase"] != "unknown" else ""
     summary = (f"No known vLLM failure found; first error: {line}" if line

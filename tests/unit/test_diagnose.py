@@ -1229,7 +1229,7 @@ def _diagnosed_as(log, category, phase, word):
     ("ValueError: The output size is not aligned with the quantized weight shape. This can be caused by too large "
      "tensor parallel size.", "tp_not_divisible", "model_loading", "group"),
     # near misses: another tool's unknown quantization method, a placement group the user created fine
-    ("ValueError: Unknown quantization method: int3", "unknown", "unknown", None),
+    ("ValueError: Unknown quantization method: int3", "unknown", "init", None),
     ("INFO Created a placement group of placement_group_specs=[{'GPU': 1.0}] for the workers.", "unknown", "unknown",
      None),
 ])
@@ -1313,7 +1313,7 @@ def test_markdown_code_spans_config_format_marlin_repack_and_ray_compiled_graph(
     # images); another message about placeholders says nothing
     ("INFO 01-01 00:00:00 [worker.py:1] Starting profile run for multi-modal models.\n"
      "ValueError: Attempted to assign 2816 = 2816 multimodal tokens to 2817 placeholders", "profile_run"),
-    ("ValueError: Attempted to assign 3 placeholders to the template", "unknown"),
+    ("ValueError: Attempted to assign 3 placeholders to the template", "init"),
 ])
 def test_a_request_s_multimodal_placeholder_mismatch_is_serving(log, phase):
     r = diagnose(log)
@@ -1349,7 +1349,7 @@ def test_a_request_s_multimodal_placeholder_mismatch_is_serving(log, phase):
      "quantization is being used. Weight-only FP8 compression will be used leveraging the Marlin kernel.",
      "unknown", "unknown", None),
     ("INFO Using scheme CompressedTensorsWNA16. Min capability: 80. Current capability: 90.", "unknown", "unknown", None),
-    ("RuntimeError: pin_memory is only supported on CUDA devices", "unknown", "unknown", None),
+    ("RuntimeError: pin_memory is only supported on CUDA devices", "unknown", "init", None),
 ])
 def test_a_quantization_or_kernel_that_needs_a_newer_gpu(log, category, phase, word):
     _diagnosed_as(log, category, phase, word)
@@ -1367,7 +1367,7 @@ def test_a_quantization_or_kernel_that_needs_a_newer_gpu(log, category, phase, w
      "driver from http://www.nvidia.com/Download/index.aspx", "driver_mismatch_or_no_driver", "init", "nvidia-smi"),
     # near misses: the same words from other programs (a device server's warning, a game's renderer)
     ("WARN No supported device detected. Server will start without a device.", "unknown", "unknown", None),
-    ("MyRenderException: No supported device detected!", "unknown", "unknown", None),
+    ("MyRenderException: No supported device detected!", "unknown", "init", None),
 ])
 def test_no_device_for_vllm_to_run_on(log, category, phase, word):
     _diagnosed_as(log, category, phase, word)
@@ -1417,9 +1417,9 @@ def test_a_rendezvous_port_in_use(log, category, phase, word):
     # near misses: the same client refused by another server (a user's own API), a 404 from the Hub stays the
     # wording the rules already read elsewhere, not this one
     ("httpx.HTTPStatusError: Client error '403 Forbidden' for url 'http://localhost:8000/v1/chat/completions'",
-     "unknown", "unknown", None),
+     "unknown", "init", None),
     ("httpx.HTTPStatusError: Server error '503 Service Unavailable' for url 'https://huggingface.co/api/models/o/m'",
-     "unknown", "unknown", None),
+     "unknown", "init", None),
 ])
 def test_the_hub_refusing_a_download_through_httpx(log, category, phase, word):
     _diagnosed_as(log, category, phase, word)
@@ -1438,9 +1438,9 @@ def test_the_hub_refusing_a_download_through_httpx(log, category, phase, word):
     ("NotImplementedError: No compressed-tensors compatible scheme was found.", "model_not_supported",
      "model_loading", "Upgrade vLLM"),
     # near misses: the assert shown in a traceback whose error is another; a divisibility assert on something else
-    ("    assert self.total_num_heads % tp_size == 0\n    self.num_heads = x\nValueError: boom", "unknown", "unknown",
+    ("    assert self.total_num_heads % tp_size == 0\n    self.num_heads = x\nValueError: boom", "unknown", "init",
      None),
-    ("    assert self.hidden_size % 64 == 0\nAssertionError", "unknown", "unknown", None),
+    ("    assert self.hidden_size % 64 == 0\nAssertionError", "unknown", "init", None),
 ])
 def test_a_model_assert_on_heads_and_a_quantization_scheme_without_kernels(log, category, phase, word):
     _diagnosed_as(log, category, phase, word)
@@ -1529,7 +1529,7 @@ _OOM_HELD = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 768.
     ("WARNING Currently, FlashInfer only supports versions 0.2 and newer", "unknown", "unknown", None),
     ("INFO hccl communicator initialized for rank 1", "unknown", "unknown", None),
     ('Traceback (most recent call last):\n  File "/srv/app.py", line 9, in handler\n    import foo\n'
-     "ImportError: cannot import name 'x' from 'foo'", "unknown", "unknown", None),
+     "ImportError: cannot import name 'x' from 'foo'", "unknown", "init", None),
     ("INFO world_size=8 tensor_model_parallel_size=8 pipeline_model_parallel_size=1", "unknown", "unknown", None),
 ])
 def test_round5_wordings(log, category, phase, word):
@@ -1606,7 +1606,7 @@ _KERNEL = ("RuntimeError: CUDA error: no kernel image is available for execution
     # near misses: a bare kernel error keeps its device-init reading; a KeyError that names no tensor; a model's forward
     # frame above an OOM says nothing of the step (start-up's profiling run or a request); another segment failure
     (_KERNEL, "unsupported_dtype_or_gpu", "init", None),
-    ("KeyError: 'choices'", "unknown", "unknown", None),
+    ("KeyError: 'choices'", "unknown", "init", None),
     ('  File "/x/vllm/model_executor/models/qwen2_5_vl.py", line 393, in forward\n    qk = qk.contiguous()\n'
      "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 204.00 MiB.", "cuda_oom", "unknown", None),
     ("Error: No available node types can fulfill resource request {'CPU': 4.0}", "unknown", "unknown", None),
@@ -1657,7 +1657,7 @@ def test_round6_wordings(log, category, phase, word):
     # a file name that is no JSON the model needs; a layer's forward frame is no scheme selection
     ("ValueError: max_num_seqs (8) exceeds max_num_batched_tokens (4)", "config_rejected", "init", None),
     ("WARNING architecture x86 not supported by this build", "unknown", "unknown", None),
-    ("OSError: /models/x does not appear to have a file named tokenizer.model", "unknown", "unknown", None),
+    ("OSError: /models/x does not appear to have a file named tokenizer.model", "unknown", "init", None),
 ])
 def test_round7_wordings(log, category, phase, word):
     _diagnosed_as(log, category, phase, word)
@@ -1711,8 +1711,8 @@ def test_round8_wordings(log, category, phase, word):
 @pytest.mark.parametrize("log,category,phase", [
     # a capability word and a refusal: the GPU is the limit
     ("RuntimeError: FlashMLA is only supported on Hopper GPUs (compute capability 9.0); this GPU has 8.6",
-     "unsupported_dtype_or_gpu", "unknown"),
-    ("ValueError: fp8 KV cache is not supported on sm_75", "unsupported_dtype_or_gpu", "unknown"),
+     "unsupported_dtype_or_gpu", "init"),
+    ("ValueError: fp8 KV cache is not supported on sm_75", "unsupported_dtype_or_gpu", "init"),
     # a model word and a refusal: this vLLM cannot serve the model
     ("ValueError: Model type xverse_moe is not supported by this version of vLLM", "model_not_supported", "init"),
     ("NotImplementedError: Sliding window attention is not supported for this model architecture",
@@ -1723,7 +1723,7 @@ def test_round8_wordings(log, category, phase, word):
      "config_rejected", "init"),
     ("ValueError: The chosen tensor parallel size exceeds what the cluster offers", "config_rejected", "init"),
     # the layout split over ranks
-    ("AssertionError: hidden_size_per_partition must be divisible by tp_size (6)", "tp_not_divisible", "unknown"),
+    ("AssertionError: hidden_size_per_partition must be divisible by tp_size (6)", "tp_not_divisible", "init"),
     # a model or adapter that is not where it was looked for; a hub refusing the download
     ("FileNotFoundError: checkpoint directory /ckpt/step-100 could not be found", "model_not_found_or_auth", "init"),
     ("huggingface_hub.errors.HfHubHTTPError: 403 Forbidden: you are not in the authorized list. Cannot access content "
@@ -1733,7 +1733,7 @@ def test_round8_wordings(log, category, phase, word):
     ("RuntimeError: The engine's ZMQ socket could not bind to tcp://127.0.0.1:5557", "port_in_use", "init"),
     ("RuntimeError: no CUDA devices were found", "driver_mismatch_or_no_driver", "init"),
     # a message that goes on on its own line (a bare AssertionError's)
-    ("AssertionError\nBlockwise fp8 GEMM is only supported on CUDA >= 8.9", "unsupported_dtype_or_gpu", "unknown"),
+    ("AssertionError\nBlockwise fp8 GEMM is only supported on CUDA >= 8.9", "unsupported_dtype_or_gpu", "init"),
 ])
 def test_an_unknown_wording_is_read_by_its_family(log, category, phase):
     r = diagnose(log)

@@ -41,14 +41,10 @@ KNOWN_MISSES = {
         ("013-cuda-oom-inference-qwen3-vl-3090-v011.log", "category"):
             "two lines of a torch OOM; 'while inference' is only in the thread's title",
         ("013-cuda-oom-inference-qwen3-vl-3090-v011.log", "phase"): "no frame, milestone or serving line",
-        ("035-unknown-xinference-reasoning-content-launch.log", "phase"):
-            "Xinference's 'Failed to launch model' wraps any start-up failure: no vLLM phase in two lines",
         ("040-no-kernel-image-rtx5090d-gpustack-v1.log", "category"):
             "the excerpt ends before the RuntimeError (in the title); its phase, init, is found",
         ("044-free-memory-below-request-ray-v1-ci-no-message-line.log", "category"):
             "a Ray worker's ValueError without its message (the message is in the title)",
-        ("044-free-memory-below-request-ray-v1-ci-no-message-line.log", "phase"):
-            "the excerpt holds only Ray's wrapper frames",
         # The blind third's misses at its final measurement (PROTOCOL.md), left as measured:
         ("012-cuda-oom-serving-v1-engine-dead-3090.log", "category"):
             "the excerpt ends inside the EngineCore traceback before the OOM line (in the title)",
@@ -160,7 +156,6 @@ KNOWN_MISSES = {
             "(tp_not_divisible, the deploy's own word for it); the collector: config_rejected",
         ("108-runpod-template-no-module-vllm-driver.log", "category"): "driver_mismatch_or_no_driver -> unknown, as measured",
         ("108-runpod-template-no-module-vllm-driver.log", "phase"): _NO_PHASE,
-        ("117-loong-vllm050-outlines-importerror.log", "phase"): _NO_PHASE,
     },
 }
 
