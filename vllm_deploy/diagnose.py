@@ -1792,6 +1792,28 @@ _FAMILIES = (
         r"insufficient|missing)|\bno\s+(?:NVIDIA\s+|CUDA\s+)?(?:GPUs?|devices?)\s+(?:were\s+)?(?:found|detected|available)",
         re.I), None),
 )
+# What a family's message says, and the fix: the message itself names the detail no rule knows.
+_FAMILY_FIXES = {
+    "trust_remote_code_required": ("The model needs trust_remote_code", _fix_trust_remote_code_required({}, "", "")[1]),
+    "model_not_found_or_auth": ("The model could not be found or fetched", _fix_model_not_found_or_auth({}, "", "")[1]),
+    "tp_not_divisible": ("A dimension does not split evenly over the tensor-parallel ranks",
+                         "Pick a --tensor-parallel-size that divides the dimension the message names (heads, KV "
+                         "heads, vocabulary, a quantized layer's groups), or use pipeline parallelism across GPUs."),
+    "unsupported_dtype_or_gpu": ("This GPU lacks what the engine asked for",
+                                 "Serve on a GPU that has what the message names (its compute capability or "
+                                 "architecture), or drop the dtype, kernel, quantization or backend it names for one "
+                                 "this GPU has (`vllm-deploy gpus` shows each GPU's capability)."),
+    "model_not_supported": ("This vLLM cannot serve the model as asked",
+                            "Use a vLLM (and the transformers it pins) that supports what the message names, or a "
+                            "checkpoint, architecture or quantization scheme this vLLM lists as supported."),
+    "port_in_use": ("A port the engine needs is taken", _fix_port_in_use({}, "", "")[1]),
+    "nccl_error": ("A collective communication library failed", _fix_nccl_error({}, "", "")[1]),
+    "driver_mismatch_or_no_driver": ("The engine finds no usable GPU or driver",
+                                     _fix_driver_mismatch_or_no_driver({}, "", "")[1]),
+    "config_rejected": ("vLLM refused its configuration",
+                        "Change or drop the flag the message names (vLLM checks this at start; `vllm serve --help` "
+                        "lists this version's flags and their values)."),
+}
 _FAMILY_DEFAULT_PHASE = {"trust_remote_code_required": "init", "model_not_found_or_auth": "init",
                          "model_not_supported": "init", "config_rejected": "init", "driver_mismatch_or_no_driver": "init",
                          "port_in_use": "init", "nccl_error": "init"}
@@ -1872,12 +1894,10 @@ def _family_diagnosis(norm: str, exc: list, milestones: list, figures: dict, las
         # the category's usual phase; else, with no start-up milestone before the error, init (as for `unknown`)
         loc.update(phase=_FAMILY_DEFAULT_PHASE.get(category, "init"), phase_confidence="low",
                    phase_evidence=_line_at(norm, m.start(), m.end()))
-    figures = dict(figures)
-    if category == "config_rejected":
-        figures["message"] = re.sub(r"^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\s*[:(]\s*", "", message)[:300]
-    summary, fix = _fix(category, figures)
+    figures = dict(figures, message=re.sub(r"^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\s*[:(]\s*", "", message)[:300])
+    what, fix = _FAMILY_FIXES[category]
     return _with_action(Diagnosis(
-        category, f"{summary} (read from the error's own words, no rule knows its wording: {message[:200]})", figures,
+        category, f"{what}: {figures['message'][:200]} (no rule knows this wording; read from its words)", figures,
         fix[:1].upper() + fix[1:], _line_at(norm, m.start(), m.end()), "low", **loc))
 
 

@@ -1738,7 +1738,7 @@ def test_round8_wordings(log, category, phase, word):
 def test_an_unknown_wording_is_read_by_its_family(log, category, phase):
     r = diagnose(log)
     assert (r.category, r.phase, r.confidence) == (category, phase, "low")
-    assert r.action == ACTIONS[category] and "no rule knows its wording" in r.summary
+    assert r.action == ACTIONS[category] and "no rule knows this wording" in r.summary
 
 
 @pytest.mark.parametrize("log", [
