@@ -195,10 +195,12 @@ RULES: list[_Rule] = [
     _rule("cuda_oom", r"(?:CUDA|NPU|XPU)\s+out\s+of\s+memory\s+occurred\s+when\s+" + _WARMING_UP
                       + r"(?:\s*\([^)\n]{0,60}\))?\s+with\s+(?P<dummy_requests>\d+)\s+dummy\s+requests", kind="sampler"),
     _rule("cuda_oom", r"CUDA\s+out\s+of\s+memory\.\s*Tried\s+to\s+allocate\s+(?P<tried>[\d.]+)\s*(?P<tried_unit>[KMG]iB)"),
-    # (Ray's own ray.exceptions.OutOfMemoryError is the node's host memory, not the GPU's)
+    # (Ray's own ray.exceptions.OutOfMemoryError is the node's host memory, not the GPU's; Ascend's ACL runtime says
+    # "Failed to apply for memory." when the NPU's memory is exhausted, e.g. as its graph capture allocates)
     _rule("cuda_oom", r"CUDA\s+out\s+of\s+memory|CUDA\s+(?:driver\s+)?error:\s*out\s+of\s+memory|(?<!ray\.exceptions\.)OutOfMemoryError|(?:HIP|NPU|XPU)\s+out\s+of\s+memory|"
                       r"hipErrorOutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|"
-                      r"cudaErrorMemoryAllocation|CUBLAS_STATUS_ALLOC_FAILED|\bout\s+of\s+memory\s+error\s+occurred"),
+                      r"cudaErrorMemoryAllocation|CUBLAS_STATUS_ALLOC_FAILED|\bout\s+of\s+memory\s+error\s+occurred|"
+                      r"\[Error\]:\s*Failed\s+to\s+apply\s+for\s+memory"),
     # The rest of torch's OOM message when an excerpt lost its first line (CUDACachingAllocator.cpp): its detail
     # since torch 2.1 and before it; words no other message has.
     _rule("cuda_oom", r"GPU\s*\d+\s+has\s+a\s+total\s+capac(?:i)?ty\s+of\s+[\d.]+\s*[KMG]iB\s+of\s+which|"
@@ -260,6 +262,10 @@ RULES: list[_Rule] = [
     # NVSwitch systems (HGX, DGX) whose fabric manager is not running: CUDA 802 / cudaErrorSystemNotReady
     _rule("driver_mismatch_or_no_driver", r"Error\s+802:\s*system\s+not\s+yet\s+initialized|cudaErrorSystemNotReady",
           kind="fabric"),
+    # torch cannot count the GPUs at all (c10/cuda: "Unexpected error from cudaGetDeviceCount(). ... Error 804:
+    # forward compatibility was attempted on non supported HW", 802 without a fabric manager, 803 a driver/runtime
+    # mismatch): a driver the CUDA runtime cannot use, whichever code a long line still shows (the codes above win)
+    _rule("driver_mismatch_or_no_driver", r"Unexpected\s+error\s+from\s+cudaGetDeviceCount\(\)", tier=1),
     _rule("driver_mismatch_or_no_driver", r"No\s+platform\s+detected,?\s+vLLM\s+is\s+running\s+on\s+UnspecifiedPlatform",
           tier=1, kind="no_platform"),
     # vLLM 0.3-0.4's DeviceConfig when torch sees no CUDA device and no other platform (config.py: raise
@@ -322,7 +328,9 @@ RULES: list[_Rule] = [
     # HcclAllreduce, error code is 6", "HCCL function error: HcclGetRootInfo(&hcclID), error code is 7", its own error
     # codes ("ERR02200 DIST call hccl api failed") and a peer rank that never sent ("Getting socket times out. Reason:
     # Remote Rank did not send the data in time"). Filed with NCCL's as multi-device communication failures.
+    # (torch_npu's own code for a distributed call, "ERR02200 DIST", names it when a stored copy cuts "hccl api failed")
     _rule("nccl_error", r"OPS\s+function\s+error:\s*Hccl\w+|HCCL\s+function\s+error|call\s+hccl\s+api\s+failed|"
+                        r"\bERR022\d\d\s+DIST\b|"
                         r"Remote\s+Rank\s+did\s+not\s+send\s+the\s+data\s+in\s+time"),
     _rule("nccl_error", r"NCCL\s+WARN", tier=1),
     # rdma-core's mlx5 provider: an InfiniBand work request failed (NCCL's IB transport between GPUs or nodes)
@@ -362,8 +370,8 @@ RULES: list[_Rule] = [
           r"Model\s+architectures?\s+\[[^\]]*\]\s+(?:are|is)\s+not\s+supported|"
           r"Error\s+in\s+inspecting\s+model\s+architecture|"
           # transformers' AutoConfig (backticks in its source; quoted or bare where a log was retyped)
-          r"model\s+type\s+[`'\"]?(?P<model_type>[\w.-]+)[`'\"]?\s+but\s+Transformers\s+does\s+not\s+recognize\s+"
-          r"this\s+archi|"  # (a stored copy may cut the line inside "architecture")
+          r"model\s+type\s+[`'\"]?(?P<model_type>[\w.-]+)[`'\"]?\s+but\s+Transformers\s+does\s+not\s+recognize\b|"
+          # (a stored copy may cut the line before or inside "this architecture")
           r"Tokenizer\s+class\s+\S+\s+does\s+not\s+exist\s+or\s+is\s+not\s+currently\s+imported|"
           r"Unrecognized\s+configuration\s+class|"
           # vLLM's registry could not import the model's class (its subprocess error is logged above)
@@ -498,7 +506,7 @@ RULES: list[_Rule] = [
     # is no tensor-parallel size the heads do not divide. The words name the device ("GPU", "TPU", "NPU").
     _rule("config_rejected",
           r"ValueError:\s*The\s+number\s+of\s+required\s+\w+\s+exceeds\s+the\s+total\s+number\s+of\s+available\s+\w+\s+"
-          r"in\s+the\s+placement\s+group|"
+          r"in\s+the\s+(?:placement\s+group|cluster)|"  # (0.2-0.3: "... in the cluster", Ray's view of all nodes)
           r"Cannot\s+provide\s+a\s+placement\s+group\s+(?:of|requiring)|Ray\s+does\s+not\s+allocate\s+any\s+\w+\s+on\s+the\s+driver\s+node|"
           r"Current\s+node\s+has\s+no\s+\w+\s+available\.|driver\s+node\s+id\s+\w+\s+is\s+not\s+included\s+in\s+a\s+placement\s+group|"
           r"Placement\s+group\s+bundle\s+cannot\s+have\s+more\s+than\s+1\s+\w+", kind="ray"),
@@ -997,7 +1005,9 @@ _MILESTONES = [
     # in init (low: very old V0 printed nothing when it started loading the weights).
     ("engine_configured", "init", "low", re.compile(
         r"Initializing\s+an?\s+(?:V1\s+)?LLM\s+engine\s*\(v[^)\n]*\)\s+with\s+config|"
-        r"rank\s+\d+\s+in\s+world\s+size\s+\d+\s+is\s+assigned\s+as", re.I)),
+        r"rank\s+\d+\s+in\s+world\s+size\s+\d+\s+is\s+assigned\s+as|"
+        # the engine starting Ray for its workers (an offline LLM(..., tensor_parallel_size=2) starts a local one)
+        r"Started\s+a\s+local\s+Ray\s+instance", re.I)),
     ("loading_weights", "model_loading", "medium", re.compile(
         r"Starting\s+to\s+load\s+model|Loading\s+(?:safetensors|pt)\s+checkpoint\s+shards|Using\s+model\s+weights\s+format",
         re.I)),
@@ -1209,7 +1219,7 @@ def _line_at(text: str, start: int, end: int) -> str:
 # One word each milestone's wording must contain (words, not phrases: a hard-wrapped line still has them),
 # so a huge log without any is not scanned by every pattern.
 _MILESTONE_HINTS = {
-    "engine_configured": ("initializing", "world size"),
+    "engine_configured": ("initializing", "world size", "local ray"),
     "loading_weights": ("load", "shards", "weights"), "weights_loaded": ("took",),
     "profiling": ("profil", "compil", "dynamo", "encoder"),
     "memory_profiled": ("profiling", "instance", "reserved", "available", "estimated"),
@@ -1310,7 +1320,15 @@ def _frames_near(text: str, pos: int, end: int) -> tuple[str | None, str | None,
             m = pattern.search(frames)
             if m:
                 return phase, _line_at(frames, m.start(), m.end()), confidence
+    # the error's own words naming the graph-capture call that failed (vllm-ascend: "NPUModelRunner init failed, error
+    # is capture_begin: ...", then the ACL runtime's lines): only capture's names, which no other step's message has
+    said = _CAPTURE_CALL_RE.search(text, max(0, pos - 600), end)
+    if said:
+        return "graph_capture", _line_at(text, said.start(), said.end()), "medium"
     return None, None, "none"
+
+
+_CAPTURE_CALL_RE = re.compile(r"\b(?:capture_begin|capture_end|capture_model|AclmdlRICaptureBegin)\b")
 
 
 # Eager mode in the engine's config line ("enforce_eager=True"), its non-default args or the command line.
@@ -1446,9 +1464,10 @@ _RAY_VERSION_RE = re.compile(r"Version\s+mismatch:\s+The\s+cluster\s+was\s+start
 # vLLM's input check of a request: "Prompt length of 4178 is longer than the maximum model length of 4096."
 _PROMPT_TOO_LONG_RE = re.compile(r"(?:Prompt\s+length\s+of\s+\d+|The\s+decoder\s+prompt\s+\(length\s+\d+\))\s+is\s+longer\s+"
                                  r"than\s+the\s+maximum\s+model\s+length", re.I)
-# A model layer's forward frame (model_executor/layers/linear.py "in apply", a model class's "in forward")
-_FORWARD_FRAME_RE = re.compile(r'File\s+"[^"\n]*model_executor/(?:layers|models)/[\w/]+\.py",\s+line\s+\d+,\s+in\s+'
-                               r'(?:forward|apply|_forward\w*)\b')
+# A model layer's forward frame (model_executor/layers/linear.py "in apply", a model class's "in forward", an attention
+# backend's, attention/backends/xformers.py "in forward")
+_FORWARD_FRAME_RE = re.compile(r'File\s+"[^"\n]*(?:model_executor/(?:layers|models)|attention/backends)/[\w/]+\.py",\s+line\s+'
+                               r'\d+,\s+in\s+(?:forward|apply|_forward\w*)\b')
 _TARGET_MATCH_RE = re.compile(r"Unable\s+to\s+find\s+matching\s+target\s+for\s+\S+\s+in\s+the\s+compressed-tensors\s+config",
                               re.I)
 
@@ -1681,6 +1700,8 @@ def _diagnose(text) -> Diagnosis:
         for key in ("free_gib", "initial_free_gib"):  # old V0 wording printed bytes
             if isinstance(figures.get(key), (int, float)) and figures[key] > 1e6:
                 figures[key] = round(figures[key] / 1024 ** 3, 3)
+        if figures.get("free_gib") is not None and figures.get("free_gib") == figures.get("initial_free_gib"):
+            return _with_action(_profiling_saw_nothing(norm, m, figures, loc))
     summary, fix = _shared_gpu(*_fix(category, figures, where, kind), figures)
     fix = fix[:1].upper() + fix[1:]
     confidence = "high" if tier == 2 else "medium"
@@ -1689,6 +1710,18 @@ def _diagnose(text) -> Diagnosis:
         confidence = "medium"
     return _with_action(Diagnosis(category, summary, figures, fix, _line_at(norm, m.start(), m.end()), confidence,
                                   **loc))
+
+
+def _profiling_saw_nothing(norm: str, m: re.Match, figures: dict, loc: dict) -> Diagnosis:
+    """vLLM's profiling check with as much memory free after its profiling run as before: nothing used any (the
+    device's free-memory query does not see the run's allocations, as on Intel XPU reusing the GPU worker), so no
+    other process took memory; vLLM's words blame one either way."""
+    free = _fmt(figures["free_gib"])
+    return Diagnosis("unknown", f"vLLM's memory profiling saw the same free memory before and after its profiling run "
+                     f"({free} GiB): the device does not report the memory the run used, no other process took any",
+                     figures, "Upgrade vLLM (or the platform plugin) to one that profiles this device, or skip the "
+                     "profiling with --kv-cache-memory-bytes set to the KV cache size to use; no "
+                     "--gpu-memory-utilization value fixes this.", _line_at(norm, m.start(), m.end()), "medium", **loc)
 
 
 # An error vLLM's model registry logged (its logger header names registry.py): the registry imports each model
@@ -1782,6 +1815,9 @@ _FAMILIES = (
         re.I), None),
     ("tp_not_divisible", re.compile(r"tensor[\s_-]parallel|\btp(?:_size)?\b|\bworld[\s_]size|_per_partition|\bper\s+(?:rank|GPU)",
                                     re.I), re.compile(r"(?:not|be)\s+(?:evenly\s+)?divisible\s+by|does\s+not\s+divide", re.I)),
+    # a model's (or a device's) own limit on the context, in its words ("do not support max_model_len greater than 32768")
+    ("max_len_over_model_limit", re.compile(r"max[\s_-]model[\s_-]len|maximum\s+(?:model|context|sequence)\s+length", re.I),
+     re.compile(r"(?:greater|larger|more|longer)\s+than\s+\d|exceeds?\s+(?:the\s+)?(?:\w+\s+)?(?:limit|maximum|\d)", re.I)),
     ("unsupported_dtype_or_gpu", re.compile(_GPU_WORDS, re.I), _REFUSAL_RE),
     ("model_not_supported", re.compile(_MODEL_WORDS, re.I), _REFUSAL_RE),
     ("port_in_use", re.compile(r"failed\s+to\s+(?:listen|bind)\b|could\s+not\s+bind|address\s+(?:is\s+)?already\s+in\s+use|"
@@ -1807,6 +1843,9 @@ _FAMILY_FIXES = {
                             "Use a vLLM (and the transformers it pins) that supports what the message names, or a "
                             "checkpoint, architecture or quantization scheme this vLLM lists as supported."),
     "port_in_use": ("A port the engine needs is taken", _fix_port_in_use({}, "", "")[1]),
+    "max_len_over_model_limit": ("The context length asked for is over the model's or the device's limit",
+                                 "Lower --max-model-len to the limit the message names (or drop it: vLLM then uses "
+                                 "the model's own)."),
     "nccl_error": ("A collective communication library failed", _fix_nccl_error({}, "", "")[1]),
     "driver_mismatch_or_no_driver": ("The engine finds no usable GPU or driver",
                                      _fix_driver_mismatch_or_no_driver({}, "", "")[1]),
@@ -1816,7 +1855,7 @@ _FAMILY_FIXES = {
 }
 _FAMILY_DEFAULT_PHASE = {"trust_remote_code_required": "init", "model_not_found_or_auth": "init",
                          "model_not_supported": "init", "config_rejected": "init", "driver_mismatch_or_no_driver": "init",
-                         "port_in_use": "init", "nccl_error": "init"}
+                         "port_in_use": "init", "nccl_error": "init", "max_len_over_model_limit": "init"}
 
 
 @functools.lru_cache(maxsize=1)

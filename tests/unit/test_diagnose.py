@@ -1757,3 +1757,43 @@ def test_an_unknown_wording_is_read_by_its_family(log, category, phase):
 ])
 def test_no_family_without_both_words(log):
     assert diagnose(log).category == "unknown"
+
+
+@pytest.mark.parametrize("log,category,phase,word", [
+    # torch cannot count the GPUs, its error code past a cut line (blind9 117, 118)
+    ("RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling "
+     "NumCudaDevices() that might have", "driver_mismatch_or_no_driver", "init", None),
+    # torch_npu's code for a failed distributed call, "hccl api failed" cut off (blind9 007)
+    ("RuntimeError: create_config:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:148\n"
+     "[ERROR] 2025-09-03-03:02:37 (PID:7226, Device:1, RankID:-1) ERR02200 DIST call hcc", "nccl_error", "init", None),
+    # Ascend's ACL runtime out of memory as vllm-ascend starts its graph capture (blind9 009)
+    ("RuntimeError: Worker failed with error 'NPUModelRunner init failed, error is capture_begin:build/x.cpp:12'\n"
+     "[ERROR] 2026-04-17-09:16:39 (PID:1, Device:0, RankID:-1) ERR00100 PTA call acl api failed\n"
+     "[Error]: Failed to apply for memory.", "cuda_oom_after_kv", "graph_capture", "--enforce-eager"),
+    # vLLM 0.2-0.3's Ray check against the whole cluster (blind9 116)
+    ("ValueError: The number of required GPUs exceeds the total number of available GPUs in the cluster.",
+     "config_rejected", "init", "ray status"),
+    # transformers' unknown model type, the line cut before "architecture" (blind9 108)
+    ("ValueError: The checkpoint you are trying to load has model type `qwen2_5_vl` but Transformers does not recognize",
+     "model_not_supported", "init", None),
+    # no kernel for the GPU in an attention backend's forward: the profiling run's first forward (blind9 004)
+    ('  File "/x/vllm/attention/backends/xformers.py", line 279, in forward\n    output = torch.empty_like(query)\n'
+     "RuntimeError: CUDA error: no kernel image is available for execution on the device", "unsupported_dtype_or_gpu",
+     "profile_run", None),
+    # memory profiling that saw no change at all: the device does not report the run's memory (blind9 008)
+    ("AssertionError: Error in memory profiling. Initial free memory 30.3 GiB, current free memory 30.3 GiB. This "
+     "happens when the GPU memory was not properly cleaned up", "unknown", "profile_run", "--kv-cache-memory-bytes"),
+    # a model's own context limit in its words (blind9 107); Ray started by the engine, then its raylet fails (017)
+    ("ValueError: TT-LLama8B do not support max_model_len greater than 32768 on N150 (received 65536).",
+     "max_len_over_model_limit", "init", "--max-model-len"),
+    ("INFO worker.py:1752 -- Started a local Ray instance.\n[2024-06-13 16:11:51,588 E 13261 13261] core_worker.cc:228: "
+     "Failed to register worker 0100 to Raylet. IOError", "unknown", "init", None),
+    # near misses: profiling that saw memory go down stays another process; the ACL memory line without the capture
+    # call stays a plain OOM; a message naming max_model_len without a limit is a refused flag
+    ("AssertionError: Error in memory profiling. Initial free memory 30.3 GiB, current free memory 12.1 GiB",
+     "free_memory_below_request", "profile_run", None),
+    ("[Error]: Failed to apply for memory.", "cuda_oom", "unknown", None),
+    ("ValueError: max_model_len must be set", "config_rejected", "init", None),
+])
+def test_round9_wordings(log, category, phase, word):
+    _diagnosed_as(log, category, phase, word)
