@@ -1797,7 +1797,10 @@ _REFUSAL = (r"(?:not\s+(?:yet\s+)?(?:supported|implemented|compatible|allowed|va
 _REFUSAL_RE = re.compile(_REFUSAL, re.I)
 _GPU_WORDS = (r"(?:compute\s+capabilit|CUDA\s+capabilit|\bcapability\s*[:=<>(]|\bsm_?\d{2,3}\b|\bSM\s?\d{2,3}\b|"
               r"CUDA_ARCH|\bCUDA\s*>=\s*\d|\b(?:Ampere|Hopper|Volta|Turing|Pascal|Blackwell|Maxwell|Kepler)\b|"
-              r"\b(?:V100|T4|P40|P100|K80|A10G?|L4|GTX\s*\d{3,4}|RTX\s*\d{4})\b|\b(?:this|current|your)\s+(?:GPU|device)s?\b)")
+              r"\b(?:V100|T4|P40|P100|K80|A10G?|L4|GTX\s*\d{3,4}|RTX\s*\d{4})\b|\b(?:this|current|your)\s+(?:GPU|device)s?\b|"
+              # another accelerator or platform as the limit ("... is not supported on XPU", "... for the ROCm platform")
+              r"\b(?:on|for|with)\s+(?:the\s+)?(?:current\s+)?(?:NPUs?|XPUs?|HPUs?|TPUs?|ROCm|AMD\s+GPUs?|Ascend|Gaudi\d?|MPS|"
+              r"Apple\s+silicon)\b)")
 _MODEL_WORDS = (r"(?:\bmodel\s+(?:type|architecture|class|family)|\barchitectures?\b|\bmodel_type\b|\b\w+For(?:CausalLM|"
                 r"ConditionalGeneration|SequenceClassification)\b|\bquantization\s+scheme|\bcheckpoint\s+format|"
                 r"\bthis\s+model\b|\bthe\s+model\b|\bscheme\b|only\s+supports?\s+versions?)")
@@ -1820,6 +1823,12 @@ _FAMILIES = (
      re.compile(r"(?:greater|larger|more|longer)\s+than\s+\d|exceeds?\s+(?:the\s+)?(?:\w+\s+)?(?:limit|maximum|\d)", re.I)),
     ("unsupported_dtype_or_gpu", re.compile(_GPU_WORDS, re.I), _REFUSAL_RE),
     ("model_not_supported", re.compile(_MODEL_WORDS, re.I), _REFUSAL_RE),
+    # the device's memory exhausted in another accelerator's or library's words ("HPU out of memory", "NPU memory is
+    # insufficient", "Failed to allocate device memory"): named by the phase the log shows, as any OOM
+    ("cuda_oom", re.compile(r"\b(?:GPU|CUDA|NPU|XPU|HPU|HIP|MPS|device|VRAM|HBM)\b[^\n]{0,60}?(?:out\s+of\s+memory|\bOOM\b|"
+                            r"memory\s+(?:is\s+)?(?:exhausted|insufficient|full)|insufficient\s+memory)|"
+                            r"(?:out\s+of|insufficient|not\s+enough)\s+(?:GPU|device|NPU|XPU|HPU|VRAM|HBM)\s+memory|"
+                            r"failed\s+to\s+allocate\s+(?:\d+\s+\w+\s+(?:of\s+)?)?(?:GPU|device|NPU|XPU|HPU)\s+memory", re.I), None),
     ("port_in_use", re.compile(r"failed\s+to\s+(?:listen|bind)\b|could\s+not\s+bind|address\s+(?:is\s+)?already\s+in\s+use|"
                                r"EADDRINUSE|port\s+\d+\s+is\s+(?:already\s+)?in\s+use", re.I), None),
     ("nccl_error", re.compile(r"(?:\b(?:NCCL|RCCL|HCCL|oneCCL|Gloo)\b|(?-i:\bHccl[A-Z]\w*))[^\n]{0,120}?(?:error|fail|time[ds]?\s*out|abort)", re.I), None),
@@ -1929,12 +1938,18 @@ def _family_diagnosis(norm: str, exc: list, milestones: list, figures: dict, las
         return None
     category, m, message = found
     loc = _locate(norm, m.start(), m.end(), "unknown", "", milestones)
-    if loc["phase"] == "unknown" and (category in _FAMILY_DEFAULT_PHASE or loc["phase_reached"] == "none"):
-        # the category's usual phase; else, with no start-up milestone before the error, init (as for `unknown`)
-        loc.update(phase=_FAMILY_DEFAULT_PHASE.get(category, "init"), phase_confidence="low",
-                   phase_evidence=_line_at(norm, m.start(), m.end()))
     figures = dict(figures, message=re.sub(r"^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\s*[:(]\s*", "", message)[:300])
-    what, fix = _FAMILY_FIXES[category]
+    if category == "cuda_oom":
+        # an OOM is named by the phase the log shows, never guessed from where it does not (as the rules' OOMs)
+        category, where = _OOM_CATEGORY.get(loc["phase"], ("cuda_oom", ""))
+        what, fix = _fix(category, figures, where)
+        what = "The device ran out of memory" + (f" in {where}" if where else "")
+    else:
+        if loc["phase"] == "unknown" and (category in _FAMILY_DEFAULT_PHASE or loc["phase_reached"] == "none"):
+            # the category's usual phase; else, with no start-up milestone before the error, init (as for `unknown`)
+            loc.update(phase=_FAMILY_DEFAULT_PHASE.get(category, "init"), phase_confidence="low",
+                       phase_evidence=_line_at(norm, m.start(), m.end()))
+        what, fix = _FAMILY_FIXES[category]
     return _with_action(Diagnosis(
         category, f"{what}: {figures['message'][:200]} (no rule knows this wording; read from its words)", figures,
         fix[:1].upper() + fix[1:], _line_at(norm, m.start(), m.end()), "low", **loc))

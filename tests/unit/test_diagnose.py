@@ -1734,6 +1734,13 @@ def test_round8_wordings(log, category, phase, word):
     ("RuntimeError: no CUDA devices were found", "driver_mismatch_or_no_driver", "init"),
     # a message that goes on on its own line (a bare AssertionError's)
     ("AssertionError\nBlockwise fp8 GEMM is only supported on CUDA >= 8.9", "unsupported_dtype_or_gpu", "init"),
+    # another accelerator as the limit
+    ("NotImplementedError: Sliding window attention is not supported on XPU", "unsupported_dtype_or_gpu", "init"),
+    # another device's words for its memory running out: plain cuda_oom without a phase, named by the phase the log
+    # shows (never guessed from a log that shows none)
+    ("RuntimeError: HPU memory is exhausted while allocating 2.1 GiB", "cuda_oom", "unknown"),
+    ("INFO 01-01 00:00:00 [gpu_model_runner.py:1] Starting to load model /m\n"
+     "RuntimeError: Failed to allocate 512 MiB of device memory", "cuda_oom_weights", "model_loading"),
 ])
 def test_an_unknown_wording_is_read_by_its_family(log, category, phase):
     r = diagnose(log)
@@ -1754,6 +1761,9 @@ def test_an_unknown_wording_is_read_by_its_family(log, category, phase):
     "WARNING 01-01 00:00:00 config.py:1] Model architecture x is not supported by the fast path",
     # the watchdog's frame line after an illegal access
     "Exception raised from ncclCommWatchdog at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1601",
+    # the host's memory, not a device's; a TPU kernel's scratch space
+    "RuntimeError: [enforce fail at alloc_cpu.cpp:83] DefaultCPUAllocator: not enough memory: you tried to allocate 8 GB",
+    "jaxlib._jax.XlaRuntimeError: RESOURCE_EXHAUSTED: Ran out of memory in memory space vmem",
 ])
 def test_no_family_without_both_words(log):
     assert diagnose(log).category == "unknown"
