@@ -1793,14 +1793,16 @@ _REFUSAL = (r"(?:not\s+(?:yet\s+)?(?:supported|implemented|compatible|allowed|va
             r"(?:isn't|is\s+not|are\s+not|aren't)\s+supported|cannot|can't|can\s+not|must|should|requires?|at\s+least|"
             r"at\s+most|minimum|exceeds?|(?:greater|larger|smaller|less|higher|lower)\s+than|too\s+(?:old|large|small|"
             r"many|few)|invalid|unknown|unrecogni[sz]ed|no\s+(?:vLLM\s+)?implementation|out\s+of\s+range|conflicts?|"
-            r"mutually\s+exclusive|expected|is\s+not\s+equal\s+to|does\s+not\s+match|\bno\s+[\w-]+(?:\s+[\w-]+){0,3}\s+(?:was\s+)?found)")
+            r"mutually\s+exclusive|expected|is\s+not\s+equal\s+to|does\s+not\s+match|"
+            r"\bno\s+[\w-]+(?:\s+[\w-]+){0,3}\s+(?:was\s+)?found)")
 _REFUSAL_RE = re.compile(_REFUSAL, re.I)
 _GPU_WORDS = (r"(?:compute\s+capabilit|CUDA\s+capabilit|\bcapability\s*[:=<>(]|\bsm_?\d{2,3}\b|\bSM\s?\d{2,3}\b|"
               r"CUDA_ARCH|\bCUDA\s*>=\s*\d|\b(?:Ampere|Hopper|Volta|Turing|Pascal|Blackwell|Maxwell|Kepler)\b|"
-              r"\b(?:V100|T4|P40|P100|K80|A10G?|L4|GTX\s*\d{3,4}|RTX\s*\d{4})\b|\b(?:this|current|your)\s+(?:GPU|device)s?\b|"
+              r"\b(?:V100|T4|P40|P100|K80|A10G?|L4|GTX\s*\d{3,4}|RTX\s*\d{4})\b|"
+              r"\b(?:this|current|your)\s+(?:GPU|device)s?\b|"
               # another accelerator or platform as the limit ("... is not supported on XPU", "... for the ROCm platform")
-              r"\b(?:on|for|with)\s+(?:the\s+)?(?:current\s+)?(?:NPUs?|XPUs?|HPUs?|TPUs?|ROCm|AMD\s+GPUs?|Ascend|Gaudi\d?|MPS|"
-              r"Apple\s+silicon)\b)")
+              r"\b(?:on|for|with)\s+(?:the\s+)?(?:current\s+)?(?:NPUs?|XPUs?|HPUs?|TPUs?|ROCm|AMD\s+GPUs?|Ascend|"
+              r"Gaudi\d?|MPS|Apple\s+silicon)\b)")
 _MODEL_WORDS = (r"(?:\bmodel\s+(?:type|architecture|class|family)|\barchitectures?\b|\bmodel_type\b|\b\w+For(?:CausalLM|"
                 r"ConditionalGeneration|SequenceClassification)\b|\bquantization\s+scheme|\bcheckpoint\s+format|"
                 r"\bthis\s+model\b|\bthe\s+model\b|\bscheme\b|only\s+supports?\s+versions?)")
@@ -1813,25 +1815,29 @@ _FAMILIES = (
         r"\b40[13]\b[^\n]{0,80}?(?:Client\s+Error|Unauthori[sz]ed|Forbidden)[^\n]{0,200}?(?:huggingface|hf\.co|hf-mirror|"
         r"modelscope|/resolve/|/api/models)|\bgated\s+(?:repo|model)|"
         r"Access\s+to\s+model\s+\S+\s+is\s+restricted|Repository\s+Not\s+Found|not\s+a\s+valid\s+model\s+identifier|"
-        r"\b(?:model|repo(?:sitory)?|checkpoint|adapter)\b[^\n]{0,160}?(?:does\s+not\s+exist|not\s+found|could\s+not\s+be\s+"
-        r"found)|\bNo\s+(?:model|adapter|checkpoint)\s+(?:\w+\s+)?found",
+        r"\b(?:model|repo(?:sitory)?|checkpoint|adapter)\b[^\n]{0,160}?(?:does\s+not\s+exist|not\s+found|"
+        r"could\s+not\s+be\s+found)|\bNo\s+(?:model|adapter|checkpoint)\s+(?:\w+\s+)?found",
         re.I), None),
-    ("tp_not_divisible", re.compile(r"tensor[\s_-]parallel|\btp(?:_size)?\b|\bworld[\s_]size|_per_partition|\bper\s+(?:rank|GPU)",
-                                    re.I), re.compile(r"(?:not|be)\s+(?:evenly\s+)?divisible\s+by|does\s+not\s+divide", re.I)),
-    # a model's (or a device's) own limit on the context, in its words ("do not support max_model_len greater than 32768")
-    ("max_len_over_model_limit", re.compile(r"max[\s_-]model[\s_-]len|maximum\s+(?:model|context|sequence)\s+length", re.I),
+    ("tp_not_divisible",
+     re.compile(r"tensor[\s_-]parallel|\btp(?:_size)?\b|\bworld[\s_]size|_per_partition|\bper\s+(?:rank|GPU)", re.I),
+     re.compile(r"(?:not|be)\s+(?:evenly\s+)?divisible\s+by|does\s+not\s+divide", re.I)),
+    # a model's (or a device's) own limit on the context ("do not support max_model_len greater than 32768")
+    ("max_len_over_model_limit",
+     re.compile(r"max[\s_-]model[\s_-]len|maximum\s+(?:model|context|sequence)\s+length", re.I),
      re.compile(r"(?:greater|larger|more|longer)\s+than\s+\d|exceeds?\s+(?:the\s+)?(?:\w+\s+)?(?:limit|maximum|\d)", re.I)),
     ("unsupported_dtype_or_gpu", re.compile(_GPU_WORDS, re.I), _REFUSAL_RE),
     ("model_not_supported", re.compile(_MODEL_WORDS, re.I), _REFUSAL_RE),
     # the device's memory exhausted in another accelerator's or library's words ("HPU out of memory", "NPU memory is
     # insufficient", "Failed to allocate device memory"): named by the phase the log shows, as any OOM
-    ("cuda_oom", re.compile(r"\b(?:GPU|CUDA|NPU|XPU|HPU|HIP|MPS|device|VRAM|HBM)\b[^\n]{0,60}?(?:out\s+of\s+memory|\bOOM\b|"
-                            r"memory\s+(?:is\s+)?(?:exhausted|insufficient|full)|insufficient\s+memory)|"
-                            r"(?:out\s+of|insufficient|not\s+enough)\s+(?:GPU|device|NPU|XPU|HPU|VRAM|HBM)\s+memory|"
-                            r"failed\s+to\s+allocate\s+(?:\d+\s+\w+\s+(?:of\s+)?)?(?:GPU|device|NPU|XPU|HPU)\s+memory", re.I), None),
-    ("port_in_use", re.compile(r"failed\s+to\s+(?:listen|bind)\b|could\s+not\s+bind|address\s+(?:is\s+)?already\s+in\s+use|"
-                               r"EADDRINUSE|port\s+\d+\s+is\s+(?:already\s+)?in\s+use", re.I), None),
-    ("nccl_error", re.compile(r"(?:\b(?:NCCL|RCCL|HCCL|oneCCL|Gloo)\b|(?-i:\bHccl[A-Z]\w*))[^\n]{0,120}?(?:error|fail|time[ds]?\s*out|abort)", re.I), None),
+    ("cuda_oom", re.compile(
+        r"\b(?:GPU|CUDA|NPU|XPU|HPU|HIP|MPS|device|VRAM|HBM)\b[^\n]{0,60}?(?:out\s+of\s+memory|\bOOM\b|"
+        r"memory\s+(?:is\s+)?(?:exhausted|insufficient|full)|insufficient\s+memory)|"
+        r"(?:out\s+of|insufficient|not\s+enough)\s+(?:GPU|device|NPU|XPU|HPU|VRAM|HBM)\s+memory|"
+        r"failed\s+to\s+allocate\s+(?:\d+\s+\w+\s+(?:of\s+)?)?(?:GPU|device|NPU|XPU|HPU)\s+memory", re.I), None),
+    ("port_in_use", re.compile(r"failed\s+to\s+(?:listen|bind)\b|could\s+not\s+bind|address\s+(?:is\s+)?already\s+in\s+"
+                               r"use|EADDRINUSE|port\s+\d+\s+is\s+(?:already\s+)?in\s+use", re.I), None),
+    ("nccl_error", re.compile(r"(?:\b(?:NCCL|RCCL|HCCL|oneCCL|Gloo)\b|(?-i:\bHccl[A-Z]\w*))[^\n]{0,120}?"
+                              r"(?:error|fail|time[ds]?\s*out|abort)", re.I), None),
     ("driver_mismatch_or_no_driver", re.compile(
         r"(?:NVIDIA|CUDA|GPU)\s+driver[^\n]{0,100}?(?:not\s+found|too\s+old|mismatch|failed|not\s+loaded|unavailable|"
         r"insufficient|missing)|\bno\s+(?:NVIDIA\s+|CUDA\s+)?(?:GPUs?|devices?)\s+(?:were\s+)?(?:found|detected|available)",
@@ -1862,9 +1868,10 @@ _FAMILY_FIXES = {
                         "Change or drop the flag the message names (vLLM checks this at start; `vllm serve --help` "
                         "lists this version's flags and their values)."),
 }
-_FAMILY_DEFAULT_PHASE = {"trust_remote_code_required": "init", "model_not_found_or_auth": "init",
-                         "model_not_supported": "init", "config_rejected": "init", "driver_mismatch_or_no_driver": "init",
-                         "port_in_use": "init", "nccl_error": "init", "max_len_over_model_limit": "init"}
+# Where each family's failure happens when the log does not say: start-up's checks (a collective's set-up included)
+_FAMILY_DEFAULT_PHASE = dict.fromkeys(("trust_remote_code_required", "model_not_found_or_auth", "model_not_supported",
+                                       "config_rejected", "driver_mismatch_or_no_driver", "port_in_use", "nccl_error",
+                                       "max_len_over_model_limit"), "init")
 
 
 @functools.lru_cache(maxsize=1)
@@ -1898,8 +1905,8 @@ def _names_an_engine_arg(message: str) -> bool:
 
 _LOG_RECORD_RE = re.compile(r"\b(?:INFO|WARNING|WARN|DEBUG)\b|with\s+config:|non-default\s+args")
 _LAST_LINE_RE = re.compile(r"^[^\n]*\S[^\n]*(?=\s*\Z)", re.M)
-_NEW_RECORD_RE = re.compile(r"Traceback|File\s+\"|During\s+handling|The\s+above\s+exception|(?:[\w.]+\.)?[A-Z]\w*(?:Error|"
-                            r"Exception)\b|\^|INFO|WARNING|DEBUG|ERROR|\[|\(")
+_NEW_RECORD_RE = re.compile(r"Traceback|File\s+\"|During\s+handling|The\s+above\s+exception|"
+                            r"(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\b|\^|INFO|WARNING|DEBUG|ERROR|\[|\(")
 
 
 def _message_of(norm: str, m: re.Match) -> str:
@@ -1931,7 +1938,8 @@ def _family(norm: str, exc: list, last_line: bool = True) -> tuple[str, re.Match
     return None
 
 
-def _family_diagnosis(norm: str, exc: list, milestones: list, figures: dict, last_line: bool = True) -> Diagnosis | None:
+def _family_diagnosis(norm: str, exc: list, milestones: list, figures: dict,
+                      last_line: bool = True) -> Diagnosis | None:
     """A diagnosis from an unknown wording's family (low confidence), placed as an unknown error is."""
     found = _family(norm, exc, last_line)
     if not found:
