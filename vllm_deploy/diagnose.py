@@ -184,8 +184,9 @@ RULES: list[_Rule] = [
     _rule("no_kv_memory", r"Available\s+KV\s+cache\s+memory:\s*(?P<kv_available_gib>-[\d.]+)\s*GiB", tier=1),
     _rule("free_memory_below_request",
           r"Free\s+memory\s+on\s+device(?:\s+[\w:]+)?\s*(?:\((?P<free_gib>\d+(?:\.\d+)?)\s*/\s*"
-          r"(?P<total_gib>\d+(?:\.\d+)?)\s*GiB\)\s*)?on\s+startup\s+is\s+less\s+than\s+desired\s+GPU\s+memory\s+"
-          r"utilization(?:\s*\((?P<gpu_memory_utilization>\d+(?:\.\d+)?),\s*(?P<requested_gib>\d+(?:\.\d+)?)\s*GiB\))?"),
+          r"(?P<total_gib>\d+(?:\.\d+)?)\s*GiB\)\s*)?on\s+startup\s+is\s+less\s+than\s+desired"  # (a line may be cut here)
+          r"(?:\s+GPU\s+memory\s+utilization(?:\s*\((?P<gpu_memory_utilization>\d+(?:\.\d+)?),\s*"
+          r"(?P<requested_gib>\d+(?:\.\d+)?)\s*GiB\))?)?"),
     _rule("free_memory_below_request",
           r"Error\s+in\s+memory\s+profiling\.?\s*Initial\s+free\s+memory\s+(?P<initial_free_gib>[\d.]+)"
           r"(?:\s*GiB)?,\s*current\s+free\s+memory\s+(?P<free_gib>[\d.]+)"),
@@ -206,6 +207,9 @@ RULES: list[_Rule] = [
     _rule("cuda_oom", r"GPU\s*\d+\s+has\s+a\s+total\s+capac(?:i)?ty\s+of\s+[\d.]+\s*[KMG]iB\s+of\s+which|"
                       r"of\s+the\s+allocated\s+memory\s+[\d.]+\s*[KMG]iB\s+is\s+allocated\s+by\s+PyTorch|"
                       r"[KMG]iB\s+reserved\s+in\s+total\s+by\s+PyTorch\)"),
+    # V1's model runner wrapping an OOM as the weights load (gpu_model_runner.py load_model: "Failed to load model -
+    # not enough GPU memory. Try lowering --gpu-memory-utilization to free memory for weights, ...")
+    _rule("cuda_oom", r"Failed\s+to\s+load\s+model\s+-\s+not\s+enough\s+GPU\s+memory", kind="load_model"),
     _rule("tp_not_divisible",
           r"Total\s+number\s+of\s+(?:attention\s+)?heads\s*\((?P<num_heads>\d+)\)\s*must\s+be\s+divisible\s+by\s+"
           r"tensor\s+parallel\s+size\s*\((?P<tp_size>\d+)\)"),
@@ -318,7 +322,7 @@ RULES: list[_Rule] = [
     # e.g. across Ray nodes on an unroutable interface); filed with NCCL's as multi-GPU communication failures.
     # (DistNetworkError: the one message naming it, a line may be cut; not when its own line says the TCPStore's
     # port is taken: "The server socket has failed to listen on any local network address. ... EADDRINUSE", port_in_use)
-    _rule("nccl_error", r"Gloo\s+connectFullMesh\b|DistNetworkError(?![^\n]*(?:EADDRINUSE|address\s+already\s+in\s+use))|"
+    _rule("nccl_error", r"Gloo\s+connectFullMesh\b|DistNetworkError(?![^\n]*(?:EADDRINUS|address\s+already\s+in\s+use|code:\s*-98\b))|"
                         r"client\s+socket\s+has\s+timed\s+out\s+after\s+\d+\w*\s+while\s+trying\s+to\s+connect|"
           # torch's TCPStore, where the ranks meet to exchange NCCL's id: its server gave up on the others ("Timed
           # out after 601 seconds waiting for clients. 1/4 clients joined.", TCPStore.cpp) or a wait for a key did
@@ -1084,7 +1088,9 @@ _FRAME_PHASES = [
                                  r"\b\w*marlin\w*_repack\b|\bmachete_prepack_B\b|"
                                  # a quantization config picking each layer's scheme as the layer is built
                                  # (compressed-tensors' get_scheme and its capability check)
-                                 r"\bget_scheme\b|_check_scheme_supported|\bget_quant_method\b|\bget_moe_method\b", re.I)),
+                                 r"\bget_scheme\b|_check_scheme_supported|\bget_quant_method\b|\bget_moe_method\b|"
+                                 # torch moving the built model's tensors to the device (Module.to: _apply, convert)
+                                 r"nn/modules/module\.py\",?\s+line\s+\d+,\s+in\s+(?:_apply|convert)\b", re.I)),
     ("graph_capture", re.compile(r"compile_or_warm_up_model|\b_?warm_up_model\b", re.I)),  # 0.3: warm_up_model
     # (uvicorn's run_asgi and V0 AsyncLLMEngine's generate path handle a request)
     ("serving", re.compile(r"run_asgi|async_llm_engine\.py\",?\s+line\s+\d+,\s+in\s+(?:generate|_process_request)|"
@@ -1123,6 +1129,8 @@ _KIND_PHASES = {
     ("model_not_found_or_auth", "no_weights"): ("model_loading", "medium"),
     # the Mamba blocks are checked right before the CUDA graphs are captured, for the largest batch to capture
     ("kv_cache_too_small", "mamba"): ("graph_capture", "high"),
+    # V1's load_model names its own step
+    ("cuda_oom", "load_model"): ("model_loading", "high"),
 }
 _CATEGORY_PHASES = {
     "kv_cache_too_small": "kv_cache_allocation", "no_kv_memory": "kv_cache_allocation",
@@ -1794,12 +1802,14 @@ _REFUSAL = (r"(?:not\s+(?:yet\s+)?(?:supported|implemented|compatible|allowed|va
             r"at\s+most|minimum|exceeds?|(?:greater|larger|smaller|less|higher|lower)\s+than|too\s+(?:old|large|small|"
             r"many|few)|invalid|unknown|unrecogni[sz]ed|no\s+(?:vLLM\s+)?implementation|out\s+of\s+range|conflicts?|"
             r"mutually\s+exclusive|expected|is\s+not\s+equal\s+to|does\s+not\s+match|"
-            r"\bno\s+[\w-]+(?:\s+[\w-]+){0,3}\s+(?:was\s+)?found)")
+            r"\bno\s+[\w-]+(?:\s+[\w-]+){0,3}\s+(?:was\s+)?found|"
+            # vLLM's weight loader: the checkpoint has a part the model class lacks (AutoWeightsLoader)
+            r"there\s+is\s+no\s+module\s+or\s+parameter\s+named)")
 _REFUSAL_RE = re.compile(_REFUSAL, re.I)
 _GPU_WORDS = (r"(?:compute\s+capabilit|CUDA\s+capabilit|\bcapability\s*[:=<>(]|\bsm_?\d{2,3}\b|\bSM\s?\d{2,3}\b|"
               r"CUDA_ARCH|\bCUDA\s*>=\s*\d|\b(?:Ampere|Hopper|Volta|Turing|Pascal|Blackwell|Maxwell|Kepler)\b|"
               r"\b(?:V100|T4|P40|P100|K80|A10G?|L4|GTX\s*\d{3,4}|RTX\s*\d{4})\b|"
-              r"\b(?:this|current|your)\s+(?:GPU|device)s?\b|"
+              r"\b(?:this|current|your)\s+(?:GPU|device)s?\b|\bin\s+this\s+architecture\b|"
               # another accelerator or platform as the limit ("... is not supported on XPU", "... for the ROCm platform")
               r"\b(?:on|for|with)\s+(?:the\s+)?(?:current\s+)?(?:NPUs?|XPUs?|HPUs?|TPUs?|ROCm|AMD\s+GPUs?|Ascend|"
               r"Gaudi\d?|MPS|Apple\s+silicon)\b)")

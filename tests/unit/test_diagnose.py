@@ -1807,3 +1807,34 @@ def test_no_family_without_both_words(log):
 ])
 def test_round9_wordings(log, category, phase, word):
     _diagnosed_as(log, category, phase, word)
+
+
+@pytest.mark.parametrize("log,category,phase,word", [
+    # torch's TCPStore cannot listen, its errno name cut at the line's end (blind10 111): the port, not the ranks
+    ("torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. port: "
+     "12345, useIpv6: false, code: -98, name: EADDRINUS", "port_in_use", "init", None),
+    # V1's start-up check of free memory, cut after "desired" (blind10 112)
+    ("ValueError: Free memory on device cuda:0 (22.35/23.56 GiB) on startup is less than desired",
+     "free_memory_below_request", "init", "--gpu-memory-utilization"),
+    # V1's model runner wrapping an OOM as the weights load (blind10 114)
+    ("ERROR 05-02 23:41:19 [gpu_model_runner.py:4877] Failed to load model - not enough GPU memory. Try lowering "
+     "--gpu-memory-utilization to free memory for weights", "cuda_oom_weights", "model_loading", None),
+    # another device's OOM while torch moves the built model onto it (blind10 116)
+    ('  File "/x/torch/nn/modules/module.py", line 1158, in convert\n    return t.to(device)\n'
+     "RuntimeError: XPU out of memory. Tried to allocate 1.02 GiB (GPU 0; 15.56 GiB total capacity)",
+     "cuda_oom_weights", "model_loading", None),
+    # Triton's dtype refusal "in this architecture" is the GPU's (blind10 109); vLLM's loader finding a checkpoint
+    # part the model class lacks (blind10 105)
+    ("ValueError: type fp8e4nv not supported in this architecture. The supported fp8 dtypes are ('fp8e4b15', 'fp8e5')",
+     "unsupported_dtype_or_gpu", "init", None),
+    ("ValueError: There is no module or parameter named 'score' in Qwen2VLForConditionalGeneration",
+     "model_not_supported", "init", None),
+    # near misses: a TCPStore failing for another reason stays the ranks' rendezvous; transformers' "this architecture"
+    # is the model's
+    ("torch.distributed.DistNetworkError: The client socket has timed out after 600s while trying to connect to "
+     "(10.0.0.1, 29500)", "nccl_error", "init", None),
+    ("ValueError: The checkpoint you are trying to load has model type `foo` but Transformers does not recognize this "
+     "architecture.", "model_not_supported", "init", None),
+])
+def test_round10_wordings(log, category, phase, word):
+    _diagnosed_as(log, category, phase, word)
