@@ -1,11 +1,12 @@
-"""Diagnosis of every log of the nine blind hold-outs, round 1 (tests/fixtures/vllm-failures-blind), round 2
+"""Diagnosis of every log of the ten blind hold-outs, round 1 (tests/fixtures/vllm-failures-blind), round 2
 (tests/fixtures/vllm-failures-blind2), round 3 (tests/fixtures/vllm-failures-blind3), round 4
 (tests/fixtures/vllm-failures-blind4), round 5 (tests/fixtures/vllm-failures-blind5), round 6
 (tests/fixtures/vllm-failures-blind6), round 7 (tests/fixtures/vllm-failures-blind7), round 8
-(tests/fixtures/vllm-failures-blind8) and round 9 (tests/fixtures/vllm-failures-blind9), each under the rule of its
+(tests/fixtures/vllm-failures-blind8), round 9 (tests/fixtures/vllm-failures-blind9) and round 10
+(tests/fixtures/vllm-failures-blind10), each under the rule of its
 PROTOCOL.md. Until a round's
 final measurement only its development two-thirds were here (sorted by file name, index i % 3 != 2); the
-blind third joined after it was measured once (rounds 1-3 on 2026-12-02, rounds 4 and 5 on 2026-12-03, rounds 6 to 9 on 2026-12-04, with rules
+blind third joined after it was measured once (rounds 1-3 on 2026-12-02, rounds 4 and 5 on 2026-12-03, rounds 6 to 10 on 2026-12-04, with rules
 never tuned on them; PROTOCOL.md), as the protocol says.
 The expected category and phase are the collector's, from each .meta.yaml.
 
@@ -26,7 +27,7 @@ FIXTURES = REPO / "tests" / "fixtures"
 # folder: logs collected
 ROUNDS = {"vllm-failures-blind": 61, "vllm-failures-blind2": 46, "vllm-failures-blind3": 60, "vllm-failures-blind4": 40,
           "vllm-failures-blind5": 70, "vllm-failures-blind6": 32, "vllm-failures-blind7": 30,
-          "vllm-failures-blind8": 36, "vllm-failures-blind9": 41}
+          "vllm-failures-blind8": 36, "vllm-failures-blind9": 41, "vllm-failures-blind10": 25}
 
 
 LOGS = {folder: failure_logs(FIXTURES / folder, size, "PROTOCOL.md") for folder, size in ROUNDS.items()}
@@ -188,6 +189,21 @@ KNOWN_MISSES = {
             "the TT model's initialisation (model_loading)",
         ("110-bentovllm-mistral-7b-oom-gpu-util.log", "category"):
             "one OOM line cut mid-sentence: plain cuda_oom; after the KV cache only in the maintainer's explanation",
+    },
+    # Round 10 was measured once with the rules tuned on rounds 1-9 (PROTOCOL.md lists its misses then). After it,
+    # general rules (test_diagnose.py's round-10 table) fixed four development and two blind category misses and both
+    # development phase misses; what is left:
+    "vllm-failures-blind10": {
+        ("005-tpu-smem-oom-long-context.log", "category"):
+            "XLA's 'Ran out of memory in memory space smem' on a TPU: the collector, from the thread, a device OOM; "
+            "round 8 files the same words for vmem as unknown, so no rule reads them",
+        ("104-xinference-tp2-4090-engine-core-init-failed.log", "category"):
+            "the log stops after the profiling milestone with only the launcher's 'See root cause above': read as the "
+            "profiling run's usual OOM (low); the thread found no cause (unknown)",
+        # the blind third's, at its one measurement:
+        ("006-npu-oom-kv-alloc-qwen3-next-ascend.log", "category"):
+            "an OOM allocating the KV cache tensors is cuda_oom_after_kv by diagnose's categories; the collector kept "
+            "the plain device OOM (cuda_oom) with the phase kv_cache_allocation",
     },
 }
 
