@@ -298,6 +298,11 @@ RULES: list[_Rule] = [
     # headless rank was killed: tests/fixtures/calibration/vllm-failures/37-*): before NCCL's rules.
     _rule("lost_rank", r"Connection\s+closed\s+by\s+peer\s+\[(?P<peer>[0-9A-Fa-f.:]+)\]:\d+"),
     _rule("lost_rank", r"Read\s+error\s+\[(?P<peer>[0-9A-Fa-f.:]+)\]:\d+:\s+Connection\s+reset\s+by\s+peer"),
+    # a worker process of the engine died (V1's multiproc executor: "Worker proc VllmWorker-3 died unexpectedly,
+    # shutting down executor."; Ray's "The actor died unexpectedly before finishing this task" for a RayWorker): a rank
+    # is gone. Weak: the cause it died of, where the log shows one (an OOM, NCCL), wins.
+    _rule("lost_rank", r"Worker\s+proc\s+\S+\s+died\s+unexpectedly|The\s+actor\s+died\s+unexpectedly\s+before\s+finishing|"
+                       r"The\s+actor\s+is\s+dead\s+because\s+its\s+worker\s+process\s+has\s+died", tier=1, kind="worker"),
     _rule("nccl_error",
           r"NCCL\s+error|ncclInternalError|ncclUnhandledCudaError|ncclSystemError|ncclInvalidUsage|ncclRemoteError|"
           r"ncclInvalidArgument|DistBackendError|Watchdog\s+caught\s+collective\s+operation\s+timeout|"
@@ -348,6 +353,9 @@ RULES: list[_Rule] = [
                          r"\s+port:\s*(?P<port>\d+)", tier=1),
     _rule("model_not_found_or_auth",
           r"is\s+not\s+a\s+local\s+folder\s+and\s+is\s+not\s+a\s+valid\s+model\s+identifier|Repository\s+Not\s+Found|"
+          # (transformers' OSError as a long line cuts it: "<id> is not a local fold"; the Hub's 404 for the repo's files)
+          r"\bOSError:\s*\S+\s+is\s+not\s+a\s+local\s+fold|404\s+Client\s+Error:\s*Not\s+Found\s+for\s+url:\s*"
+          r"https?://(?:huggingface\.co|hf-mirror\.com)/|"
           r"RepositoryNotFoundError|EntryNotFoundError|GatedRepoError|Cannot\s+access\s+gated\s+repo|You\s+are\s+trying\s+to\s+access\s+a\s+gated\s+repo|"
           r"Access\s+to\s+model\s+\S+\s+is\s+restricted|\b40[13]\s+Client\s+Error|Invalid\s+user\s+token|"
           r"Invalid\s+repository\s+ID\s+or\s+local\s+directory|LocalEntryNotFoundError|HFValidationError|"
@@ -742,7 +750,12 @@ def _fix_driver_mismatch_or_no_driver(f: dict, where: str, kind: str) -> tuple[s
 
 
 def _fix_lost_rank(f: dict, where: str, kind: str) -> tuple[str, str]:
-    """A peer rank of a multi-node instance went away."""
+    """A peer rank of a multi-node instance went away, or a worker process of the engine died."""
+    if kind == "worker":
+        return ("A worker process of the engine (one tensor- or pipeline-parallel rank) died, and the engine stops with it",
+                "Find why it died in the lines above it or the host's log (the kernel's OOM killer in `dmesg`, a "
+                "segfault, an NCCL error; with Ray, `ray logs` of that worker), fix that, then restart the instance "
+                "(deploy.yml restarts and gates it).")
     peer = f" at {f['peer']}" if f.get("peer") else ""
     return (f"A peer rank of this multi-node instance went away (its connection{peer} closed); rank 0 stays up but "
             "every request hangs",
@@ -1069,7 +1082,9 @@ _FRAME_PHASES = [
                                r"profile_cudagraph_memory", re.I)),
     ("kv_cache_allocation", re.compile(r"initialize_kv_cache|allocate_kv_cache|initialize_cache\b|_init_cache|"
                                        r"init_kv_cache|init_cache_engine|_reshape_kv_cache|bind_kv_cache|get_kv_cache_configs?\b|"
-                                       r"check_enough_kv_cache_memory|raise_if_cache_size_invalid|initialize_from_config",
+                                       r"check_enough_kv_cache_memory|raise_if_cache_size_invalid|initialize_from_config|"
+                                       # V1 groups the layers' KV specs into pages before sizing the cache
+                                       r"get_kv_cache_groups|unify_kv_cache_spec",
                                        re.I)),
     # an RL trainer's weight sync into the running engine (its load_weights is no start-up): OpenRLHF's and vLLM's
     # RLHF examples' worker extension update_weight / update_weight_cuda_ipc / update_weights_from_ipc_handles,
@@ -1089,8 +1104,10 @@ _FRAME_PHASES = [
                                  # a quantization config picking each layer's scheme as the layer is built
                                  # (compressed-tensors' get_scheme and its capability check)
                                  r"\bget_scheme\b|_check_scheme_supported|\bget_quant_method\b|\bget_moe_method\b|"
-                                 # torch moving the built model's tensors to the device (Module.to: _apply, convert)
-                                 r"nn/modules/module\.py\",?\s+line\s+\d+,\s+in\s+(?:_apply|convert)\b", re.I)),
+                                 # torch moving the built model's tensors to the device (Module.to: _apply, convert),
+                                 # or creating them under the loader's `with torch.device(...)` (torch/utils/_device.py)
+                                 r"nn/modules/module\.py\",?\s+line\s+\d+,\s+in\s+(?:_apply|convert)\b|"
+                                 r"torch/utils/_device\.py\",?\s+line\s+\d+,\s+in\s+__torch_function__", re.I)),
     ("graph_capture", re.compile(r"compile_or_warm_up_model|\b_?warm_up_model\b", re.I)),  # 0.3: warm_up_model
     # (uvicorn's run_asgi and V0 AsyncLLMEngine's generate path handle a request)
     ("serving", re.compile(r"run_asgi|async_llm_engine\.py\",?\s+line\s+\d+,\s+in\s+(?:generate|_process_request)|"
@@ -1384,8 +1401,13 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         return out
     phase, frame, confidence = _frames_near(text, pos, end)
     engine_loop = _ENGINE_LOOP_DEAD_RE.search(text, max(0, pos - 3000), end + 4000)
+    forward = _forward_while_constructing(text, pos)
     if phase:
         out.update(phase=phase, phase_confidence=confidence, phase_evidence=frame)
+    elif forward:
+        # the model's forward inside the engine's construction (LLM.__init__, from_engine_args), no capture frame: the
+        # one forward start-up runs before the KV cache is sized is the profiling run
+        out.update(phase="profile_run", phase_confidence="low", phase_evidence=forward)
     elif category == "port_in_use" and after == "serving" and not _served_before(text, milestones, pos):
         # uvicorn binds its socket after the app's start-up ("Application startup complete", then the bind error,
         # then "Application shutdown"): a server that never bound never served
@@ -1458,6 +1480,20 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         # raised while the engine is configured, finds its GPUs or binds its port, before any weight is loaded
         out.update(phase="init", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
     return out
+
+
+# The engine being constructed: the offline LLM's __init__, an engine's from_engine_args (V0 and V1)
+_CONSTRUCTING_RE = re.compile(r'entrypoints/llm\.py",\s+line\s+\d+,\s+in\s+__init__|\bfrom_engine_args\b')
+
+
+def _forward_while_constructing(text: str, pos: int) -> str | None:
+    """A model layer's forward frame in the traceback of an error raised while the engine was being constructed (the
+    traceback above the error, or a rank's copy printed just after it)."""
+    window = text[max(0, pos - 12000): pos + 12000]
+    forward = _FORWARD_FRAME_RE.search(window)
+    if not forward or not _CONSTRUCTING_RE.search(window):
+        return None
+    return _line_at(window, forward.start(), forward.end())
 
 
 _IMPORT_ERROR_RE = re.compile(r"\s*(?:ImportError|ModuleNotFoundError):")

@@ -1838,3 +1838,40 @@ def test_round9_wordings(log, category, phase, word):
 ])
 def test_round10_wordings(log, category, phase, word):
     _diagnosed_as(log, category, phase, word)
+
+
+@pytest.mark.parametrize("log,category,phase,word", [
+    # a worker process of the engine died, no cause in the log (blind11 015, 108; blind9 120)
+    ("ERROR 11-08 11:01:30 [multiproc_executor.py:1] Worker proc VllmWorker-3 died unexpectedly, shutting down executor.",
+     "lost_rank", "unknown", "dmesg"),
+    ("RayActorError: The actor died unexpectedly before finishing this task.\n\tclass_name: RayWorker\nThe actor is dead "
+     "because its worker process has died. Worker exit type: SYSTEM_ERROR", "lost_rank", "unknown", "ray logs"),
+    # the Hub's 404 for a repository's file, transformers' OSError cut mid-word (blind11 008)
+    ("requests.exceptions.HTTPError: 404 Client Error: Not Found for url: https://huggingface.co/org/m/resolve/main/"
+     "config.json", "model_not_found_or_auth", "init", None),
+    ("OSError: org/m is not a local fold", "model_not_found_or_auth", "init", None),
+    # V1 grouping the layers' KV specs into pages (blind11 109)
+    ('  File "/x/vllm/v1/core/kv_cache_utils.py", line 1740, in get_kv_cache_groups\n'
+     "    filtered_spec = unify_kv_cache_spec_page_size(filtered_spec)\nAssertionError", "unknown",
+     "kv_cache_allocation", None),
+    # an OOM creating tensors under the loader's torch.device context (blind11 001)
+    ('  File "/x/torch/utils/_device.py", line 103, in __torch_function__\n    return func(*args, **kwargs)\n'
+     "RuntimeError: NPU out of memory. Tried to allocate 52.00 MiB (NPU 1; 60.96 GiB total capacity)",
+     "cuda_oom_weights", "model_loading", None),
+    # an OOM in the model's forward while the offline LLM is being constructed: the profiling run (blind11 005)
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+     '  File "/x/vllm/entrypoints/llm.py", line 253, in __init__\n    self.llm_engine = LLMEngine.from_engine_args(\n'
+     '  File "/x/vllm/model_executor/models/qwen2_5_vl.py", line 395, in forward\n    x = x + self.attn(x)',
+     "cuda_oom_weights", "profile_run", None),
+    # near misses: the worker's death beside its cause (an OOM) is that cause; the same forward frame while serving
+    # (no construction frame) says nothing; a 404 from another server
+    ("Worker proc VllmWorker-0 died unexpectedly\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB",
+     "cuda_oom", "unknown", None),
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+     '  File "/x/vllm/model_executor/models/qwen2_5_vl.py", line 395, in forward\n    x = x + self.attn(x)',
+     "cuda_oom", "unknown", None),
+    ("requests.exceptions.HTTPError: 404 Client Error: Not Found for url: http://localhost:8000/v1/models",
+     "unknown", "init", None),
+])
+def test_round11_wordings(log, category, phase, word):
+    _diagnosed_as(log, category, phase, word)
