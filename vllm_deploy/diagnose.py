@@ -1401,10 +1401,9 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         return out
     phase, frame, confidence = _frames_near(text, pos, end)
     engine_loop = _ENGINE_LOOP_DEAD_RE.search(text, max(0, pos - 3000), end + 4000)
-    forward = _forward_while_constructing(text, pos)
     if phase:
         out.update(phase=phase, phase_confidence=confidence, phase_evidence=frame)
-    elif forward:
+    elif forward := _forward_while_constructing(text, pos):
         # the model's forward inside the engine's construction (LLM.__init__, from_engine_args), no capture frame: the
         # one forward start-up runs before the KV cache is sized is the profiling run
         out.update(phase="profile_run", phase_confidence="low", phase_evidence=forward)
@@ -1688,10 +1687,11 @@ def _diagnose(text) -> Diagnosis:
 
     milestones = _milestones(norm)
     if chosen is None:
-        chosen = _registry_error(text, norm)
-    if chosen is None:
-        last_raw = _raw(text).rstrip().rsplit("\n", 1)[-1]   # normalise() strips a log record's header
-        return _no_known_failure(norm, milestones, _LOG_RECORD_RE.search(last_raw) is None)
+        raw = _raw(text)  # the lines with their headers, which normalise() strips
+        chosen = _registry_error(raw, norm)
+        if chosen is None:
+            last_raw = raw.rstrip().rsplit("\n", 1)[-1]
+            return _no_known_failure(norm, milestones, _LOG_RECORD_RE.search(last_raw) is None)
 
     tier, pos, _, rule, m = chosen
     figures = _context_figures(norm, pos)
@@ -1800,8 +1800,9 @@ def _endpoint_logged(text, norm: str) -> dict:
     return {"phase": "serving", "phase_confidence": "medium", "phase_evidence": m.group(0).strip()[:300]}
 
 
-def _registry_error(text, norm: str):
-    m = _REGISTRY_LOG_RE.search(_raw(text))
+def _registry_error(raw: str, norm: str):
+    """The registry's logged error (in `raw`, the log as _raw() gives it) as a weak rule match in `norm`."""
+    m = _REGISTRY_LOG_RE.search(raw)
     if not m:
         return None
     rest = m.group("rest").strip()
