@@ -78,7 +78,8 @@ _PREFIX_RES = [
     # docker compose: "vllm-1  | "
     re.compile(r"^[\w.-]+\s+\|\s?"),
     # docker --timestamps / CI: "2024-02-08T08:40:56.016480879Z ", "[2025-12-13T19:54:35Z] "
-    re.compile(r"^\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?\s*(?:\|\s*)?"),
+    # (one blank after it: the blanks past it are the line's own, a traceback's indentation)
+    re.compile(r"^\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?[ \t]?(?:\|[ \t]?)?"),
     # fastchat/loguru style: "| ERROR | stderr | "
     re.compile(r"^\|?\s*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s*\|\s*[\w.]+\s*\|\s?"),
     # vLLM process tags: "(EngineCore_DP0 pid=79) ", "(VllmWorker rank=3 pid=1090) ", "(RayWorkerWrapper pid=1, ip=10.0.0.1) "
