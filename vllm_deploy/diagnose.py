@@ -202,7 +202,13 @@ RULES: list[_Rule] = [
     _rule("cuda_oom", r"CUDA\s+out\s+of\s+memory|CUDA\s+(?:driver\s+)?error:\s*out\s+of\s+memory|(?<!ray\.exceptions\.)OutOfMemoryError|(?:HIP|NPU|XPU)\s+out\s+of\s+memory|"
                       r"hipErrorOutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|"
                       r"cudaErrorMemoryAllocation|CUBLAS_STATUS_ALLOC_FAILED|\bout\s+of\s+memory\s+error\s+occurred|"
-                      r"\[Error\]:\s*Failed\s+to\s+apply\s+for\s+memory"),
+                      r"\[Error\]:\s*Failed\s+to\s+apply\s+for\s+memory|"
+                      # XLA on a TPU: its HBM ("RESOURCE_EXHAUSTED: Error loading program: Attempting to reserve 1.04G
+                      # at the bottom of memory", "... Ran out of memory in memory space hbm") or the scalar memory a
+                      # graph compiled for a long sequence needs (smem). Not a kernel's own vmem limit (a kernel's
+                      # tiling, fixed in the kernel: no memory flag helps)
+                      r"RESOURCE_EXHAUSTED:[^\n]{0,200}?(?:Attempting\s+to\s+reserve|Ran\s+out\s+of\s+memory\s+in\s+"
+                      r"memory\s+space\s+(?:hbm|smem))"),
     # The rest of torch's OOM message when an excerpt lost its first line (CUDACachingAllocator.cpp): its detail
     # since torch 2.1 and before it; words no other message has.
     _rule("cuda_oom", r"GPU\s*\d+\s+has\s+a\s+total\s+capac(?:i)?ty\s+of\s+[\d.]+\s*[KMG]iB\s+of\s+which|"
@@ -254,6 +260,8 @@ RULES: list[_Rule] = [
           r"unsupported\s+display\s+driver\s*/\s*cuda\s+driver\s+combination|cudaErrorInsufficientDriver|"
           r"forward\s+compatibility\s+was\s+attempted\s+on\s+non\s+supported\s+HW|"
           r"No\s+CUDA\s+GPUs\s+are\s+available|libcuda\.so[.\d]*:\s*cannot\s+open\s+shared\s+object|"
+          # Ascend's driver library, libcuda's counterpart (a container run without the host's driver mounted)
+          r"libascend_hal\.so[.\d]*:\s*cannot\s+open\s+shared\s+object|"
           r"libnvidia-ml\.so[.\d]*:\s*cannot\s+open|NVML\s+Shared\s+Library\s+Not\s+Found|"
           r"Failed\s+to\s+initialize\s+NVML|Failed\s+to\s+infer\s+device\s+type|Device\s+string\s+must\s+not\s+be\s+empty|"
           r"the\s+provided\s+PTX\s+was\s+compiled\s+with\s+an\s+unsupported\s+toolchain|"
@@ -316,7 +324,9 @@ RULES: list[_Rule] = [
           r"Heartbeat\s+monitor\s+timed\s+out!?\s+Process\s+will\s+be\s+terminated|"
           r"ProcessGroupNCCL's\s+watchdog\s+got\s+stuck\s+for\s+\d+\s+seconds|"
           # Intel XPU's collective library, NCCL's counterpart there ("RuntimeError: oneCCL: ze_fd_manager.cpp:214 ...")
-          r"\boneCCL:\s*\w+\.cpp:\d+"),
+          r"\boneCCL:\s*\w+\.cpp:\d+|"
+          # Kunlun XPU's collective library (XCCL, BKCL before it) refusing to build a communicator
+          r"\[(?:XCCL|BKCL)\]\[[\w.]+:\d+\][^\n]{0,200}?\bfailed\b|/new_xccl/\w+\.hpp"),
     # vLLM's pynccl cannot load libnccl (device_communicators/pynccl_wrapper.py, every version's wording)
     _rule("nccl_error", r"Failed\s+to\s+load\s+NCCL\s+library\s+from", kind="library"),
     # NCCL's and vLLM's own CUDA-IPC failures between GPUs (P2P, custom all-reduce)
@@ -408,6 +418,13 @@ RULES: list[_Rule] = [
     # "validation error for ModelConfig" is weak: this, strong, wins): a directory that is no complete checkpoint, or a
     # plugin's model served by plain vLLM
     _rule("model_not_supported", r"No\s+model\s+architectures\s+are\s+specified", kind="no_arch"),
+    # the checkpoint's weights and the class vLLM built for it do not match, as the weights load (models/utils.py
+    # AutoWeightsLoader: "There is no module or parameter named 'embed_tokens' in Qwen3ForCausalLM"; the default
+    # loader: "Following weights were not initialized from checkpoint: {'lm_head.weight'}"): a variant this vLLM
+    # builds as another (an embedding checkpoint as the generative model), or a checkpoint saved with other names
+    _rule("model_not_supported", r"There\s+is\s+no\s+module\s+or\s+parameter\s+named\s+'(?P<weight>[^'\n]{1,120})'\s+in\s+"
+                                 r"(?P<model_class>\w+)|Following\s+weights\s+were\s+not\s+initialized\s+from\s+checkpoint",
+          kind="weights"),
     # the model's class cannot be split into pipeline stages (vLLM's list of PP-capable architectures)
     _rule("model_not_supported", r"Pipeline\s+parallelism\s+is\s+only\s+supported\s+for\s+the\s+following\s+architectures",
           kind="pp"),
@@ -458,6 +475,13 @@ RULES: list[_Rule] = [
     # Triton's compiler asserting an Ampere MMA layout on an older GPU (Allocation.cpp getCvtOrder), as it compiles a
     # kernel at its first launch (start-up's profiling run or a later request alike: no phase of its own)
     _rule("unsupported_dtype_or_gpu", r"Assertion\s+[`'][^\n]{0,300}?\bisAmpere\(\)", kind="triton_mma"),
+    # Ascend's operator library has no kernel of an operator for this chip or dtype (CANN: "Cannot find binary for op
+    # PromptFlashAttention", "call aclnnMoeGatingTopKSoftmax failed ... Check nnopExecutor != nullptr failed": the op's
+    # executor was not built), or vllm-ascend does not know the chip ("Can not support soc_version: 104")
+    _rule("unsupported_dtype_or_gpu",
+          r"Cannot\s+find\s+bin(?:ary)?\s+(?:of|for)\s+op\s+(?P<op>\w+)|"
+          r"call\s+aclnn(?P<op2>\w+)\s+failed[\s\S]{0,600}?Check\s+nnopExecutor\s*!=\s*nullptr\s+failed|"
+          r"Can\s*not\s+support\s+soc_version:\s*(?P<soc_version>\w+)", kind="ascend"),
     _rule("unsupported_dtype_or_gpu",
           r"FlashAttention\s+only\s+supports\s+Ampere\s+GPUs\s+or\s+newer|"
 
@@ -522,7 +546,9 @@ RULES: list[_Rule] = [
           r"in\s+the\s+(?:placement\s+group|cluster)|"  # (0.2-0.3: "... in the cluster", Ray's view of all nodes)
           r"Cannot\s+provide\s+a\s+placement\s+group\s+(?:of|requiring)|Ray\s+does\s+not\s+allocate\s+any\s+\w+\s+on\s+the\s+driver\s+node|"
           r"Current\s+node\s+has\s+no\s+\w+\s+available\.|driver\s+node\s+id\s+\w+\s+is\s+not\s+included\s+in\s+a\s+placement\s+group|"
-          r"Placement\s+group\s+bundle\s+cannot\s+have\s+more\s+than\s+1\s+\w+", kind="ray"),
+          r"Placement\s+group\s+bundle\s+cannot\s+have\s+more\s+than\s+1\s+\w+|"
+          # a bundle index past the placement group's bundles (a caller's group smaller than the layout)
+          r"placement\s+group\s+bundle\s+index\s+\d+\s+is\s+invalid", kind="ray"),
     # the same words without the ValueError: newer vLLM logs them as a warning, then waits for the placement group;
     # and Ray's autoscaler, while the engine waits for its GPU workers (warnings: an error elsewhere wins)
     _rule("config_rejected",
@@ -832,6 +858,13 @@ def _fix_model_not_supported(f: dict, where: str, kind: str) -> tuple[str, str]:
                 "Point --model at a complete checkpoint whose config.json lists `architectures`, or name the class with "
                 "--hf-overrides '{\"architectures\": [\"...ForCausalLM\"]}'; a plugin's model (vllm-omni's TTS and "
                 "omni models) needs the plugin's own server and stage config.")
+    if kind == "weights":
+        cls = f" ({f['model_class']})" if f.get("model_class") else ""
+        return (f"The checkpoint's weights do not match the model class vLLM built for it{cls}",
+                "For an embedding or reward checkpoint of a generative family, say so (--task embed / --runner "
+                "pooling, or --hf-overrides with its architecture); else upgrade vLLM (its class for the variant may "
+                "be newer), or re-export the checkpoint with Hugging Face's parameter names (a converted Megatron or "
+                "merged checkpoint keeps its own).")
     if kind == "dropped":
         last = f" (the last was v{f['last_version']})" if f.get("last_version") else ""
         return ("This vLLM no longer supports the model's architecture",
@@ -893,6 +926,14 @@ def _fix_unsupported_dtype_or_gpu(f: dict, where: str, kind: str) -> tuple[str, 
                 "~100 KiB per block).")
     if kind in ("too_old", "triton_old"):
         return _gpu_too_old(f)
+    if kind == "ascend":
+        what = (f"This Ascend chip (SoC version {f['soc_version']}) is not one this vllm-ascend supports"
+                if f.get("soc_version") else
+                f"This Ascend chip has no kernel for the operator {f.get('op') or '(not named)'} in this CANN/vllm-ascend")
+        return (what,
+                "Serve on an Ascend series vllm-ascend supports for the model (Atlas A2/A3 for most MoE and bf16 "
+                "kernels; the 300I/310P series needs float16 and fewer operators), or use a CANN and vllm-ascend "
+                "release built for this chip.")
     if kind == "triton_mma":
         return ("Triton cannot compile a kernel for this GPU: it asserts an MMA layout only Ampere (compute capability "
                 "8.0) and newer have",
@@ -1149,6 +1190,8 @@ _KIND_PHASES = {
     ("kv_cache_too_small", "mamba"): ("graph_capture", "high"),
     # V1's load_model names its own step
     ("cuda_oom", "load_model"): ("model_loading", "high"),
+    # the weight loader's own refusal
+    ("model_not_supported", "weights"): ("model_loading", "high"),
 }
 _CATEGORY_PHASES = {
     "kv_cache_too_small": "kv_cache_allocation", "no_kv_memory": "kv_cache_allocation",
@@ -1203,7 +1246,7 @@ _WRAPPER_RE = re.compile(r"Engine\s+core\s+initialization\s+failed|Engine\s+proc
 
 # Figures a rule reads as text, not as a number (a version keeps its dots).
 _TEXT_FIGURES = ("gpu_name", "assert_kv", "quantization", "model_type", "peer", "config", "message", "last_version", "argument",
-                 "config2", "argument2")
+                 "config2", "argument2", "op", "op2", "soc_version", "weight", "model_class")
 
 
 def _gib(value: str, unit: str | None) -> float:
@@ -1699,7 +1742,7 @@ def _diagnose(text) -> Diagnosis:
     figures.update({k: _num(v) for k, v in m.groupdict().items()
                     if v is not None and re.fullmatch(r"-?[\d.,]+", v) and _num(v) is not None})
     figures.update({k: v.strip() for k, v in m.groupdict().items() if v is not None and k in _TEXT_FIGURES})
-    for key in ("config", "argument", "min_arch"):  # a rule's second wording names its groups key2
+    for key in ("config", "argument", "min_arch", "op"):  # a rule's second wording names its groups key2
         if key + "2" in figures:
             figures[key] = figures.pop(key + "2")
     category, where, kind = rule.category, "", rule.kind
@@ -1884,7 +1927,7 @@ _FAMILIES = (
         r"failed\s+to\s+allocate\s+(?:\d+\s+\w+\s+(?:of\s+)?)?(?:GPU|device|NPU|XPU|HPU)\s+memory", re.I), None),
     ("port_in_use", re.compile(r"failed\s+to\s+(?:listen|bind)\b|could\s+not\s+bind|address\s+(?:is\s+)?already\s+in\s+"
                                r"use|EADDRINUSE|port\s+\d+\s+is\s+(?:already\s+)?in\s+use", re.I), None),
-    ("nccl_error", re.compile(r"(?:\b(?:NCCL|RCCL|HCCL|oneCCL|Gloo)\b|(?-i:\bHccl[A-Z]\w*))[^\n]{0,120}?"
+    ("nccl_error", re.compile(r"(?:\b(?:NCCL|RCCL|HCCL|oneCCL|XCCL|BKCL|Gloo)\b|(?-i:\bHccl[A-Z]\w*))[^\n]{0,120}?"
                               r"(?:error|fail|time[ds]?\s*out|abort)", re.I), None),
     ("driver_mismatch_or_no_driver", re.compile(
         r"(?:NVIDIA|CUDA|GPU)\s+driver[^\n]{0,100}?(?:not\s+found|too\s+old|mismatch|failed|not\s+loaded|unavailable|"
