@@ -82,8 +82,9 @@ _PREFIX_RES = [
     re.compile(r"^\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?[ \t]?(?:\|[ \t]?)?"),
     # fastchat/loguru style: "| ERROR | stderr | "
     re.compile(r"^\|?\s*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s*\|\s*[\w.]+\s*\|\s?"),
-    # vLLM process tags: "(EngineCore_DP0 pid=79) ", "(VllmWorker rank=3 pid=1090) ", "(RayWorkerWrapper pid=1, ip=10.0.0.1) "
-    re.compile(r"^\s*\((?:[\w-]+(?:\s+\w+=\d+)*\s+)?pid=\d+(?:,\s*ip=[\w.:]+)?\)\s*"),
+    # vLLM process tags: "(EngineCore_DP0 pid=79) ", "(VllmWorker rank=3 pid=1090) ", "(RayWorkerWrapper pid=1, ip=10.0.0.1) ",
+    # a Ray Serve replica's "(ServeReplica:default:VLLMDeployment pid=1328933) "
+    re.compile(r"^\s*\((?:[\w:.-]+(?:\s+\w+=\d+)*\s+)?pid=\d+(?:,\s*ip=[\w.:]+)?\)\s*"),
     # vLLM logger header: "ERROR 11-18 18:07:28 engine.py:366] ", "INFO 08-02 02:39:50 [__init__.py:248] "
     re.compile(r"^(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d{2}-\d{2}\s+\d{2}:\d{2}:\d{2}(?:\.\d+)?\s+"
                r"(?:\[[^\]]*\]|[\w./-]+:\d+\])\s?"),
@@ -353,6 +354,10 @@ RULES: list[_Rule] = [
                         r"\bERR022\d\d\s+DIST\b|"
                         r"Remote\s+Rank\s+did\s+not\s+send\s+the\s+data\s+in\s+time"),
     _rule("nccl_error", r"NCCL\s+WARN", tier=1),
+    # NCCL refusing to be captured in a CUDA graph (an NCCL built for CUDA < 11.3 or a driver < R465), as the graphs
+    # are captured: "NCCL WARN NCCL cannot be captured in a graph if either it wasn't built with CUDA runtime >= 11.3
+    # or if the installed CUDA driver < R465."
+    _rule("nccl_error", r"NCCL\s+cannot\s+be\s+captured\s+in\s+a\s+graph", kind="graph"),
     # rdma-core's mlx5 provider: an InfiniBand work request failed (NCCL's IB transport between GPUs or nodes)
     _rule("nccl_error", r"mlx5:\s*[\w.-]+:\s*got\s+completion\s+with\s+error", kind="ib"),
     _rule("port_in_use",
@@ -387,6 +392,9 @@ RULES: list[_Rule] = [
     # the model loader lists the weight files (DefaultModelLoader._prepare_weights) as it loads the model: a directory or
     # repository with a config but no weights in a format it reads (.safetensors, .bin, .pt)
     _rule("model_not_found_or_auth", r"Cannot\s+find\s+any\s+model\s+weights", kind="no_weights"),
+    # the Run:ai model streamer (--load-format runai_streamer) cannot read a weight file from its path or bucket
+    _rule("model_not_found_or_auth", r"Could\s+not\s+send\s+runai_request\s+to\s+libstreamer\s+due\s+to:\s*b?['\"]?"
+                                     r"File\s+access\s+error", kind="streamer"),
     # a LoRA adapter's path or name with no adapter in it (lora/worker_manager.py _load_adapter)
     _rule("model_not_found_or_auth", r"No\s+adapter\s+found\s+for", kind="lora"),
     _rule("model_not_supported",
@@ -418,6 +426,11 @@ RULES: list[_Rule] = [
     # "validation error for ModelConfig" is weak: this, strong, wins): a directory that is no complete checkpoint, or a
     # plugin's model served by plain vLLM
     _rule("model_not_supported", r"No\s+model\s+architectures\s+are\s+specified", kind="no_arch"),
+    # a quantized layer whose shape the Marlin kernels cannot take (marlin_utils.py verify_marlin_supports_shape:
+    # "Weight output_size_per_partition = 4304 is not divisible by min_thread_n = 64. Consider reducing
+    # tensor_parallel_size or running with --quantization gptq."), e.g. a vision tower quantized with the text layers
+    _rule("model_not_supported", r"Weight\s+(?P<dim>output|input)_size_per_partition\s*=\s*(?P<size>\d+)\s+is\s+not\s+"
+                                 r"divisible\s+by\s+min_thread_[nk]\s*=\s*(?P<min_thread>\d+)", kind="kernel_shape"),
     # the checkpoint's weights and the class vLLM built for it do not match, as the weights load (models/utils.py
     # AutoWeightsLoader: "There is no module or parameter named 'embed_tokens' in Qwen3ForCausalLM"; the default
     # loader: "Following weights were not initialized from checkpoint: {'lm_head.weight'}"): a variant this vLLM
@@ -481,7 +494,12 @@ RULES: list[_Rule] = [
     _rule("unsupported_dtype_or_gpu",
           r"Cannot\s+find\s+bin(?:ary)?\s+(?:of|for)\s+op\s+(?P<op>\w+)|"
           r"call\s+aclnn(?P<op2>\w+)\s+failed[\s\S]{0,600}?Check\s+nnopExecutor\s*!=\s*nullptr\s+failed|"
-          r"Can\s*not\s+support\s+soc_version:\s*(?P<soc_version>\w+)", kind="ascend"),
+          r"Can\s*not\s+support\s+soc_version:\s*(?P<soc_version>\w+)|"
+          # an aclnn operator refusing a tensor's dtype ("AclNN_Parameter_Error(EZ1001): Bias dtype should be INT32,
+          # actual dtype is DT_FLOAT16", "Tensor scale not implemented for DT_FLOAT16, should be in dtype support list")
+          r"AclNN_Parameter_Error\(EZ1001\):\s*[^\n]{0,120}?(?:dtype|DT_[A-Z0-9]+)[^\n]{0,120}?(?:should\s+be|"
+          r"not\s+implemented|not\s+support|support\s+list)|"
+          r"AclNN_Parameter_Error\(EZ1001\):\s*\n?[^\n]{0,120}?\bnot\s+implemented\s+for\s+DT_[A-Z0-9]+", kind="ascend"),
     _rule("unsupported_dtype_or_gpu",
           r"FlashAttention\s+only\s+supports\s+Ampere\s+GPUs\s+or\s+newer|"
 
@@ -814,6 +832,9 @@ def _fix_nccl_error(f: dict, where: str, kind: str) -> tuple[str, str]:
         "ib": ("NCCL's InfiniBand transport failed: the mlx5 adapter reported a work completion error",
                "check the IB fabric and ports (ibstat, ibv_devinfo, the switch), NCCL_IB_HCA / NCCL_IB_GID_INDEX "
                "for RoCE, or set NCCL_IB_DISABLE=1 to fall back to sockets while the fabric is fixed"),
+        "graph": ("NCCL cannot be captured in a CUDA graph: its build or the driver is too old for graph capture",
+                  "install the NCCL the torch wheel pins (nvidia-nccl-cu12; an NCCL built for CUDA >= 11.3) and a "
+                  "driver >= R465, or serve with --enforce-eager (no CUDA graphs)"),
         "system": ("NCCL failed in a system call (ncclSystemError / 'unhandled system error')",
                    "in a container this is most often /dev/shm: run it with --ipc=host or a large --shm-size "
                    "(Kubernetes: an emptyDir with medium: Memory on /dev/shm) and clear stale /dev/shm/nccl-* "
@@ -858,6 +879,12 @@ def _fix_model_not_supported(f: dict, where: str, kind: str) -> tuple[str, str]:
                 "Point --model at a complete checkpoint whose config.json lists `architectures`, or name the class with "
                 "--hf-overrides '{\"architectures\": [\"...ForCausalLM\"]}'; a plugin's model (vllm-omni's TTS and "
                 "omni models) needs the plugin's own server and stage config.")
+    if kind == "kernel_shape":
+        return (f"A quantized layer's {f.get('dim', 'output')} size per GPU ({f.get('size')}) is no multiple of the Marlin "
+                f"kernel's tile ({f.get('min_thread')}): this vLLM cannot serve that layer quantized",
+                "Leave the layers of that shape unquantized in the checkpoint (a vision tower or resampler: "
+                "quantization_config modules_to_not_convert), or a --tensor-parallel-size whose split is a multiple of "
+                "the tile, or another kernel (--quantization awq / gptq instead of the *_marlin one).")
     if kind == "weights":
         cls = f" ({f['model_class']})" if f.get("model_class") else ""
         return (f"The checkpoint's weights do not match the model class vLLM built for it{cls}",
@@ -899,6 +926,11 @@ def _fix_port_in_use(f: dict, where: str, kind: str) -> tuple[str, str]:
 
 def _fix_model_not_found_or_auth(f: dict, where: str, kind: str) -> tuple[str, str]:
     """The model could not be found or downloaded."""
+    if kind == "streamer":
+        return ("The Run:ai model streamer could not read the model's weight files (File access error)",
+                "Check the --model path or object-store URI (s3://bucket/prefix with config.json and the "
+                "safetensors) and the service's credentials and endpoint (AWS_* / RUNAI_STREAMER_* environment), "
+                "or load from a local copy.")
     if kind == "lora":
         return ("A LoRA adapter could not be found where the request or --lora-modules points",
                 "Point --lora-modules (or the load request's lora_path) at a directory holding adapter_config.json and "
@@ -1152,7 +1184,9 @@ _FRAME_PHASES = [
                                  r"torch/utils/_device\.py\",?\s+line\s+\d+,\s+in\s+__torch_function__", re.I)),
     ("graph_capture", re.compile(r"compile_or_warm_up_model|\b_?warm_up_model\b", re.I)),  # 0.3: warm_up_model
     # (uvicorn's run_asgi and V0 AsyncLLMEngine's generate path handle a request)
+    # (the OpenAI server's request handlers: entrypoints/openai/serving_chat.py, serving_engine.py ...)
     ("serving", re.compile(r"run_asgi|async_llm_engine\.py\",?\s+line\s+\d+,\s+in\s+(?:generate|_process_request)|"
+                           r"entrypoints/openai/serving_\w+\.py\",?\s+line\s+\d+|"
                            r"execute_model|sample_tokens|execute_dummy_batch|"
                            r"run_busy_loop|engine_step|step_with_batch_queue|_process_input_queue|"
                            r"run_engine_loop|_process_engine_step|start_worker_execution_loop|output_handler|step_async|"
@@ -1192,6 +1226,12 @@ _KIND_PHASES = {
     ("cuda_oom", "load_model"): ("model_loading", "high"),
     # the weight loader's own refusal
     ("model_not_supported", "weights"): ("model_loading", "high"),
+    # a quantized kernel's shape check as the layer is built
+    ("model_not_supported", "kernel_shape"): ("model_loading", "high"),
+    # NCCL refusing CUDA-graph capture says its step
+    ("nccl_error", "graph"): ("graph_capture", "high"),
+    # a load format streaming the weights from object storage fails to read a file as the weights load
+    ("model_not_found_or_auth", "streamer"): ("model_loading", "high"),
 }
 _CATEGORY_PHASES = {
     "kv_cache_too_small": "kv_cache_allocation", "no_kv_memory": "kv_cache_allocation",
@@ -1748,7 +1788,7 @@ def _diagnose(text) -> Diagnosis:
     category, where, kind = rule.category, "", rule.kind
     if category == "unsupported_dtype_or_gpu" and re.search(r"no\s+kernel\s+image", m.group(0), re.I):
         kind = "kernel"
-    if category == "nccl_error" and kind not in ("connect", "library", "ib"):
+    if category == "nccl_error" and kind not in ("connect", "library", "ib", "graph"):
         kind = _nccl_kind(norm[max(0, pos - 2000): pos + 3000])
     loc = _locate(norm, pos, m.end(), category, kind, milestones)
     if loc["phase"] == "unknown":
@@ -1986,9 +2026,14 @@ def _spelled_arg_re() -> re.Pattern:
         else re.compile(r"(?!)")
 
 
+# the parallel layouts the engine's arguments set, in prose ("Pipeline parallelism is not supported yet with ...")
+_PARALLELISM_RE = re.compile(r"\b(?:tensor|pipeline|data|expert|context|sequence)[\s_-]+parallel(?:ism)?\b", re.I)
+
+
 def _names_an_engine_arg(message: str) -> bool:
-    """The message names one of the engine's arguments: --max-model-len, max_model_len or "max model len"."""
-    if _ENGINE_ARG_RE.search(message):
+    """The message names one of the engine's arguments: --max-model-len, max_model_len, "max model len" or a parallel
+    layout ("pipeline parallelism")."""
+    if _ENGINE_ARG_RE.search(message) or _PARALLELISM_RE.search(message):
         return True
     words = set(re.findall(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b", message))
     return bool(words & (_engine_arg_names() | _LAYOUT_NAMES)) or bool(_spelled_arg_re().search(message))

@@ -1919,3 +1919,37 @@ def test_round11_wordings(log, category, phase, word):
 ])
 def test_round12_wordings(log, category, phase, word):
     _diagnosed_as(log, category, phase, word)
+
+
+@pytest.mark.parametrize("log,category,phase,word", [
+    # a parallel layout refused in prose ("pipeline parallelism") reads as a refused engine argument (blind13 009)
+    ("NotImplementedError: Pipeline parallelism is not supported yet with multiprocessing.", "config_rejected", "init",
+     None),
+    # a quantized layer the Marlin kernels cannot take (blind13 003): its shape, as the layer is built
+    ("ERROR engine.py:366] Weight output_size_per_partition = 4304 is not divisible by  min_thread_n = 64. Consider "
+     "reducing tensor_parallel_size or running with --quantization gptq.",
+     "model_not_supported", "model_loading", "modules_to_not_convert"),
+    # the Run:ai model streamer unable to read the weights (blind13 110)
+    ("Exception: Could not send runai_request to libstreamer due to: b'File access error'",
+     "model_not_found_or_auth", "model_loading", "s3://"),
+    # an Ascend operator refusing a tensor's dtype (blind13 207, 208)
+    ("RuntimeError: npu_quant_matmul: aclnnQuantMatmulWeightNz failed, error code is 161002\n"
+     "AclNN_Parameter_Error(EZ1001): Bias dtype should be INT32, actual dtype is DT_FLOAT16",
+     "unsupported_dtype_or_gpu", "init", "Atlas A2"),
+    ("aclnnQuantMatmulWeightNz failed, error code is 161002\nAclNN_Parameter_Error(EZ1001):\nTensor scale not "
+     "implemented for DT_FLOAT16,\nshould be in dtype support list\n[DT_UINT64, DT_BFLOAT16, DT_INT64, DT_FLOAT].",
+     "unsupported_dtype_or_gpu", "init", "Atlas A2"),
+    # NCCL refusing CUDA-graph capture (blind13 014)
+    ("NCCL WARN NCCL cannot be captured in a graph if either it wasn't built with CUDA runtime >= 11.3 or if the "
+     "installed CUDA driver < R465.", "nccl_error", "graph_capture", "--enforce-eager"),
+    # a Ray Serve replica's process tag, and the OpenAI server's request handler frames: a request (blind13 109)
+    ('(ServeReplica:default:VLLMDeployment pid=1328933)   File "/x/vllm/entrypoints/openai/serving_engine.py", line '
+     "665, in <genexpr>\n(ServeReplica:default:VLLMDeployment pid=1328933)     return any(model.name == model_name for "
+     "model in self.base_model_paths)\n(ServeReplica:default:VLLMDeployment pid=1328933) AttributeError: 'str' object "
+     "has no attribute 'name'", "unknown", "serving", None),
+    # near misses: an Ascend kernel failing to launch, no dtype named; a parallel group's state, no refusal
+    ("AclNN_Parameter_Error(EZ1001): FlashAttentionScore launch kernel failed.", "unknown", "init", None),
+    ("AssertionError: expert parallel group is not initialized", "unknown", "init", None),
+])
+def test_round13_wordings(log, category, phase, word):
+    _diagnosed_as(log, category, phase, word)
