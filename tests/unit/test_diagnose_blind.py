@@ -1,13 +1,13 @@
-"""Diagnosis of every log of the twelve blind hold-outs, round 1 (tests/fixtures/vllm-failures-blind), round 2
+"""Diagnosis of every log of the thirteen blind hold-outs, round 1 (tests/fixtures/vllm-failures-blind), round 2
 (tests/fixtures/vllm-failures-blind2), round 3 (tests/fixtures/vllm-failures-blind3), round 4
 (tests/fixtures/vllm-failures-blind4), round 5 (tests/fixtures/vllm-failures-blind5), round 6
 (tests/fixtures/vllm-failures-blind6), round 7 (tests/fixtures/vllm-failures-blind7), round 8
 (tests/fixtures/vllm-failures-blind8), round 9 (tests/fixtures/vllm-failures-blind9), round 10
-(tests/fixtures/vllm-failures-blind10), round 11 (tests/fixtures/vllm-failures-blind11) and round 12
-(tests/fixtures/vllm-failures-blind12), each under the rule of its
+(tests/fixtures/vllm-failures-blind10), round 11 (tests/fixtures/vllm-failures-blind11), round 12
+(tests/fixtures/vllm-failures-blind12) and round 13 (tests/fixtures/vllm-failures-blind13), each under the rule of its
 PROTOCOL.md. Until a round's
 final measurement only its development two-thirds were here (sorted by file name, index i % 3 != 2); the
-blind third joined after it was measured once (rounds 1-3 on 2026-12-02, rounds 4 and 5 on 2026-12-03, rounds 6 to 12 on 2026-12-04, with rules
+blind third joined after it was measured once (rounds 1-3 on 2026-12-02, rounds 4 and 5 on 2026-12-03, rounds 6 to 13 on 2026-12-04, with rules
 never tuned on them; PROTOCOL.md), as the protocol says.
 The expected category and phase are the collector's, from each .meta.yaml.
 
@@ -29,7 +29,8 @@ FIXTURES = REPO / "tests" / "fixtures"
 ROUNDS = {"vllm-failures-blind": 61, "vllm-failures-blind2": 46, "vllm-failures-blind3": 60, "vllm-failures-blind4": 40,
           "vllm-failures-blind5": 70, "vllm-failures-blind6": 32, "vllm-failures-blind7": 30,
           "vllm-failures-blind8": 36, "vllm-failures-blind9": 41, "vllm-failures-blind10": 25,
-          "vllm-failures-blind11": 30, "vllm-failures-blind12": 30}
+          "vllm-failures-blind11": 30, "vllm-failures-blind12": 30,
+          "vllm-failures-blind13": 49}
 
 
 LOGS = {folder: failure_logs(FIXTURES / folder, size, "PROTOCOL.md") for folder, size in ROUNDS.items()}
@@ -38,6 +39,11 @@ HELD = {folder: [n for i, n in enumerate(names) if i % 3 == 2] for folder, names
 # Round 5's reasons, as its one measurement found them (the logs were not studied for finer reasons: no tuning on them)
 _OOM_NO_STEP = "an out-of-memory error whose step no frame or milestone in the excerpt shows: generic cuda_oom"
 _NO_PHASE = "no frame, milestone or serving line the rules read places it: phase unknown"
+# A KeyError or a shape assert in the weight loader: rounds 6 and 12's collectors filed five such logs unknown (a
+# checkpoint saved or converted with other names), round 13's four model_not_supported (this vLLM cannot load the
+# variant): no rule takes a side.
+_SPLIT_LOADER = ("an error inside the weight loader (a KeyError, a shape assert) with no words of its own: unknown, as "
+                 "rounds 6 and 12 filed five alike; this thread: the variant vLLM cannot load (model_not_supported)")
 KNOWN_MISSES = {
     # folder: {(log, what): why the classifier cannot see what the collector found}
     "vllm-failures-blind": {
@@ -245,6 +251,39 @@ KNOWN_MISSES = {
         ("113-oom-profile-video-encoder-qwen25vl-tp2-24gb.log", "category"):
             _OOM_NO_STEP + " (the thread: the vision encoder's dummy input of start-up's profiling run)",
         ("113-oom-profile-video-encoder-qwen25vl-tp2-24gb.log", "phase"): _NO_PHASE,
+    },
+    # Round 13 was measured once with the rules tuned on rounds 1-12 (PROTOCOL.md lists its misses then). After it,
+    # general rules (test_diagnose.py's round-13 table) fixed three development and two blind category misses and
+    # two development and one blind phase misses; what is left:
+    "vllm-failures-blind13": {
+        ("002-gguf-minicpmv-vocab-embedding-assert.log", "category"): _SPLIT_LOADER,
+        ("004-gptq-qwen3moe-gate-gidx-keyerror.log", "category"): _SPLIT_LOADER,
+        ("010-gemma-finetune-lm-head-keyerror.log", "category"): _SPLIT_LOADER,
+        ("015-mlpspeculator-num-spec-tokens-too-high.log", "category"):
+            "a refusal naming speculative_model and num_speculative_tokens, arguments of older vLLMs that the pinned "
+            "vLLM's argument dump no longer has (config_rejected by the thread)",
+        ("104-nccl-watchdog-broadcast-swift-infer-tp4.log", "phase"):
+            "the collective's SeqNum (1410) is below the mark above which a collective counts as serving",
+        ("108-gfx906-fork-wna16-moe-init-typeerror.log", "phase"):
+            "the loader's frames are in a part of the post the excerpt left out: no milestone before the error (init)",
+        ("115-oom-serving-qwen25vl32b-4x4090-images.log", "category"): _OOM_NO_STEP + " (the thread: serving images)",
+        ("115-oom-serving-qwen25vl32b-4x4090-images.log", "phase"): _NO_PHASE,
+        ("204-ascend-ray-multimachine-tcpstore-1of8-clients.log", "category"):
+            "torch's TCPStore waiting for the other ranks' clients is the ranks' rendezvous (nccl_error, README); the "
+            "thread: a multi-node Ray layout set up wrong (config_rejected)",
+        ("206-ascend-bge-m3-flashattention-ez1001-serving.log", "phase"):
+            "only the executor's get_response frames: that the worker was serving a request is only in the thread",
+        ("208-ascend-910b-w8a8-fp16-quant-scale-profile.log", "phase"):
+            "the operator's error with no frame or milestone: placed in init; the thread: the profiling run",
+        # the blind third's, at its one measurement, that general rules did not fix:
+        ("106-lmcache-flashattention-only-t4-xformers.log", "category"):
+            "LMCache's 'Only FlashAttention backend is supported' on a request; that the T4 cannot run FlashAttention is "
+            "only in an INFO line at start-up (unsupported_dtype_or_gpu by the thread)",
+        ("201-tpu-qwen35-vit-vmem-oom-serving.log", "category"):
+            "XLA's vmem exhausted on a TPU: a kernel's own limit, unknown since round 8's collector filed it so; this "
+            "thread: an OOM while serving (cuda_oom_runtime)",
+        ("201-tpu-qwen35-vit-vmem-oom-serving.log", "phase"): "no frame of a request's path the rules read: init",
+        ("210-ascend-qwen3-8b-w8a8-keyerror-deq-scale.log", "category"): _SPLIT_LOADER,
     },
 }
 
