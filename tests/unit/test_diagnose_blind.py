@@ -253,7 +253,7 @@ KNOWN_MISSES = {
         ("113-oom-profile-video-encoder-qwen25vl-tp2-24gb.log", "phase"): _NO_PHASE,
     },
     # Round 13 was measured once with the rules tuned on rounds 1-12 (PROTOCOL.md lists its misses then). After it,
-    # general rules (test_diagnose.py's round-13 table) fixed three development and two blind category misses and
+    # general rules (test_diagnose.py's round-13 table) fixed two development and three blind category misses and
     # two development and one blind phase misses; what is left:
     "vllm-failures-blind13": {
         ("002-gguf-minicpmv-vocab-embedding-assert.log", "category"): _SPLIT_LOADER,
