@@ -859,26 +859,31 @@ def _fix_cuda_oom(f: dict, where: str, kind: str) -> tuple[str, str]:
                      "start of the unit to see the phase (journalctl -u UNIT -b).")
 
 
+# model_not_supported's kinds whose words need no figure: (what, fix)
+_MODEL_NOT_SUPPORTED_KINDS = {
+    "quant_scheme": ("This vLLM has no kernels for the checkpoint's compressed-tensors quantization scheme",
+                     "Upgrade vLLM (newer releases add schemes, e.g. asymmetric W4A16), or re-export the checkpoint "
+                     "with a scheme this vLLM serves (symmetric W4A16/W8A16, W8A8, FP8), or serve the unquantized "
+                     "model."),
+    "pp": ("This vLLM cannot split the model's architecture into pipeline stages",
+           "Drop --pipeline-parallel-size (use tensor parallelism within a node, or more GPUs per node), or use a vLLM "
+           "release whose pipeline-parallel list includes the architecture."),
+    "no_arch": ("The model's config.json names no architecture, so vLLM has no model class to load it with",
+                "Point --model at a complete checkpoint whose config.json lists `architectures`, or name the class "
+                "with --hf-overrides '{\"architectures\": [\"...ForCausalLM\"]}'; a plugin's model (vllm-omni's TTS "
+                "and omni models) needs the plugin's own server and stage config."),
+}
+
+
 def _fix_model_not_supported(f: dict, where: str, kind: str) -> tuple[str, str]:
     """An architecture this vLLM cannot load."""
-    if kind == "quant_scheme":
-        return ("This vLLM has no kernels for the checkpoint's compressed-tensors quantization scheme",
-                "Upgrade vLLM (newer releases add schemes, e.g. asymmetric W4A16), or re-export the checkpoint with a "
-                "scheme this vLLM serves (symmetric W4A16/W8A16, W8A8, FP8), or serve the unquantized model.")
+    if kind in _MODEL_NOT_SUPPORTED_KINDS:
+        return _MODEL_NOT_SUPPORTED_KINDS[kind]
     if kind == "version":
         mt = f" {f['model_type']}" if f.get("model_type") else ""
         return (f"This vLLM's{mt} model class does not support this generation of the model (its config's version)",
                 "Upgrade vLLM to a release that lists the model's version (each generation of a family is added in "
                 "its own release), or serve a generation this vLLM names in the message.")
-    if kind == "pp":
-        return ("This vLLM cannot split the model's architecture into pipeline stages",
-                "Drop --pipeline-parallel-size (use tensor parallelism within a node, or more GPUs per node), or use "
-                "a vLLM release whose pipeline-parallel list includes the architecture.")
-    if kind == "no_arch":
-        return ("The model's config.json names no architecture, so vLLM has no model class to load it with",
-                "Point --model at a complete checkpoint whose config.json lists `architectures`, or name the class with "
-                "--hf-overrides '{\"architectures\": [\"...ForCausalLM\"]}'; a plugin's model (vllm-omni's TTS and "
-                "omni models) needs the plugin's own server and stage config.")
     if kind == "kernel_shape":
         return (f"A quantized layer's {f.get('dim', 'output')} size per GPU ({f.get('size')}) is no multiple of the Marlin "
                 f"kernel's tile ({f.get('min_thread')}): this vLLM cannot serve that layer quantized",
