@@ -1291,7 +1291,7 @@ _WRAPPER_RE = re.compile(r"Engine\s+core\s+initialization\s+failed|Engine\s+proc
 
 # Figures a rule reads as text, not as a number (a version keeps its dots).
 _TEXT_FIGURES = ("gpu_name", "assert_kv", "quantization", "model_type", "peer", "config", "message", "last_version", "argument",
-                 "config2", "argument2", "op", "op2", "soc_version", "weight", "model_class")
+                 "config2", "argument2", "op", "op2", "soc_version", "weight", "model_class", "dim")
 
 
 def _gib(value: str, unit: str | None) -> float:

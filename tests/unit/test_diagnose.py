@@ -1953,3 +1953,8 @@ def test_round12_wordings(log, category, phase, word):
 ])
 def test_round13_wordings(log, category, phase, word):
     _diagnosed_as(log, category, phase, word)
+
+
+def test_marlin_shape_names_the_dimension_it_read():
+    r = diagnose("Weight input_size_per_partition = 1000 is not divisible by min_thread_k = 128.")
+    assert r.summary.startswith("A quantized layer's input size per GPU (1000)") and "(128)" in r.summary
