@@ -31,8 +31,9 @@ part() {  # part NAME COMMAND...: run it, record its time and outcome
   shift
   t=$(date +%s)
   echo "== test: $name"
-  "$@"
-  rc=$?
+  # Its output is kept too: a failed part's failing tests are named again at the very end (CI shows the tail).
+  "$@" 2>&1 | tee "$work/log.${name// /-}"
+  rc=${PIPESTATUS[0]}
   printf '%-36s %6d s  %s\n' "$name${LANE:+ ($LANE)}" $(($(date +%s) - t)) "$([[ $rc == 0 ]] && echo ok || echo "FAILED (exit $rc)")" >>"$work/rows"
   ((rc == 0)) || echo "$name" >>"$work/failed"
   return $rc
@@ -41,6 +42,13 @@ summary() {
   echo "== time per part"
   [[ -f $work/rows ]] && sed 's/^/  /' "$work/rows"
   printf '  %-36s %6d s\n' "total" $(($(date +%s) - start))
+  local name log
+  [[ -s $work/failed ]] && while read -r name; do  # what failed in each failed part: pytest's and Ansible's own
+    log=$work/log.${name// /-}                      # lines naming it, else the part's last lines
+    [[ -f $log ]] || continue
+    echo "== failed in $name"
+    { grep -E '^(FAILED|ERROR) |^fatal: |^failed: |^E  ' "$log" || tail -n 8 "$log"; } | tail -n 10 | cut -c1-300
+  done <"$work/failed"
 }
 bake() {  # the node image with the vLLM stack in place (scripts/node-image-vllm.sh); its outcome in $work/baked
   part "node-image-vllm" make --no-print-directory node-image-vllm
