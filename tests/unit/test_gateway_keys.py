@@ -145,15 +145,22 @@ def test_a_new_rate_limit_answers_429_at_once(gw):
     time.sleep(2.1)  # HAProxy's 1 s rate weighs in the period before: two periods later those six are forgotten
     rc, out = key_ctl(gw, "limits", "team-limit", "--rate-per-s", "2")
     assert rc == 0 and out["changed"], out
-    statuses = [call(gw, NEW_KEYS["team-limit"])[0] for _ in range(8)]
-    assert statuses.count(429) >= 4 and 200 in statuses, statuses
+    began = time.monotonic()
+    statuses = [call(gw, NEW_KEYS["team-limit"])[0] for _ in range(16)]
+    took = time.monotonic() - began
+    # At most 2 a second get through, counted over the seconds the calls took (a loaded machine sends them slower),
+    # with HAProxy's weighing of the second before; the rest are refused.
+    assert 200 in statuses and statuses.count(200) <= 2 * (took + 1) + 1, (statuses, took)
+    assert set(statuses) == {200, 429}, statuses
     assert key_ctl(gw, "limits", "team-limit", "--rate-per-s", "0")[0] == 0
     assert {call(gw, NEW_KEYS["team-limit"])[0] for _ in range(6)} == {200}
     assert processes(gw) == before
 
 
 def test_an_expiry_set_through_the_ctl_refuses_the_key_then(gw):
-    soon = int(time.time()) + 2
+    # Some seconds ahead: the ctl is a Python process, and on a loaded machine (CI runs this beside image builds)
+    # it took over a second to start, so a 1-2 s expiry had passed before the first request.
+    soon = int(time.time()) + 6
     stamp = datetime.datetime.fromtimestamp(soon, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     assert key_ctl(gw, "add", "team-soon", "--expires", stamp, stdin=NEW_KEYS["team-soon"])[0] == 0
     assert call(gw, NEW_KEYS["team-soon"])[0] == 200
