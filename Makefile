@@ -137,8 +137,8 @@ bench-diagnose: setup  ## Diagnosis accuracy on the collected failure logs, and 
 bench-diagnose-blind: setup  ## Diagnosis on the blind hold-out: development figures and misses; blind third totals only
 	$(PY) scripts/bench_diagnose_blind.py
 
-# Rounds 2 to 13, each in its folder tests/fixtures/vllm-failures-blindN (make bench-diagnose-blind2 ... -blind13).
-bench-diagnose-blind%: setup  ## The same on round N's blind hold-out, N = 2 ... 13 (tests/fixtures/vllm-failures-blindN)
+# Rounds 2 to 14, each in its folder tests/fixtures/vllm-failures-blindN (make bench-diagnose-blind2 ... -blind14).
+bench-diagnose-blind%: setup  ## The same on round N's blind hold-out, N = 2 ... 14 (tests/fixtures/vllm-failures-blindN)
 	@test -d tests/fixtures/vllm-failures-blind$* || { echo "no blind round $* (tests/fixtures/vllm-failures-blind$*)"; exit 2; }
 	$(PY) scripts/bench_diagnose_blind.py tests/fixtures/vllm-failures-blind$*
 
