@@ -85,7 +85,7 @@ stamp() {  # stamp PREFIX: each line of stdin with the time it arrived and PREFI
 }
 wanted() {  # the entries of "$@" to run: every check, and the scenarios SCENARIOS lists
   local s
-  for s in "$@"; do [[ ! -d molecule/$s || " ${SCENARIOS:?} " == *" $s "* ]] && echo "$s"; done
+  for s in "$@"; do [[ ! -d molecule/$s || " ${SCENARIOS:-} " == *" $s "* ]] && echo "$s"; done
 }
 
 # The slowest tests of each pytest run (unit tests, each scenario's verify), after its results.
