@@ -363,6 +363,11 @@ RULES: list[_Rule] = [
     _rule("port_in_use",
           r"\[Errno\s+98\][^\n]*|Address\s+already\s+in\s+use[^\n]*|EADDRINUSE[^\n]*|"
           r"error\s+while\s+attempting\s+to\s+bind\s+on\s+address[^\n]*"),
+    # HCCL's own words (Ascend, EJ0003), below the collective's "HCCL function error": "Failed to bind the IP port.
+    # Reason: The IP address and port have been bound already." then "host nic listen start failed, port[60000]"
+    _rule("port_in_use", r"Failed\s+to\s+bind\s+the\s+IP\s+port\.?\s+Reason:\s+The\s+IP\s+address\s+and\s+port\s+have"
+                         r"\s+been\s+bound\s+already[^\n]*(?:(?:\n[^\n]*){0,2}?\n[^\n]*?listen\s+start\s+failed,\s+"
+                         r"port\[\d+\])?", kind="hccl"),
     # torch's TCPStore could not listen on its port, the errno cut off or elsewhere (c10d socket.cpp); usually the
     # port is taken (a race for a free port between processes): weak, a stronger reading elsewhere wins
     _rule("port_in_use", r"The\s+server\s+socket\s+has\s+failed\s+to\s+listen\s+on\s+any\s+local\s+network\s+address\.?"
@@ -582,6 +587,12 @@ RULES: list[_Rule] = [
     # no CUDA-graph sizes satisfy both speculative decoding's and sequence parallelism's multiples
     _rule("config_rejected", r"(?P<message>Can'?t\s+determine\s+cudagraph\s+shapes\s+that\s+are\s+both\s+a\s+multiple\s+of"
                              r"[^\n]{0,200})"),
+    # The model's own rope_scaling in a shape this stack cannot read, as its config loads: an older transformers'
+    # validation ("`rope_scaling` must be a dictionary with two fields, `type` and `factor`, got {... 'rope_type':
+    # 'llama3'}": Llama 3.1 before transformers 4.43) or an older vLLM's assert on the config (config.py
+    # _get_and_verify_max_len: `assert "factor" in rope_scaling`, Qwen2-VL's mrope before vLLM 0.6.2)
+    _rule("model_not_supported", r"`?rope_scaling`?\s+must\s+be\s+a\s+dictionary\s+with\s+two\s+fields|"
+                                 r"assert\s+[\"']factor[\"']\s+in\s+rope_scaling\s*\n\s*AssertionError", kind="rope_config"),
     # A rope_scaling type this vLLM's rotary-embedding factory does not know (--rope-scaling / hf_overrides, or a
     # config.json of a newer model): "ValueError: Unknown RoPE scaling type extended"
     _rule("config_rejected", r"(?P<message>Unknown\s+RoPE\s+scaling\s+type\s+[\"'`]?[\w.-]+)", kind="rope"),
@@ -724,6 +735,13 @@ def _fix_tp_not_divisible(f: dict, where: str, kind: str) -> tuple[str, str]:
                 "Set --tensor-parallel-size × --pipeline-parallel-size to at most the number of visible GPUs "
                 "(check CUDA_VISIBLE_DEVICES / the container's device list); with Ray, `ray status` must show that "
                 "many GPUs and the driver must run on a node with a GPU.")
+    if kind == "marlin_shape":
+        tp = f" {f['tp_size']}" if f.get("tp_size") else ""
+        return (f"Tensor parallel size{tp} cuts a quantized layer's {f.get('dim', 'output')} size to {f.get('size')} per "
+                f"GPU, no multiple of the Marlin kernel's tile ({f.get('min_thread')})",
+                "Use a smaller --tensor-parallel-size (each GPU's slice must be a multiple of the tile), or "
+                "--pipeline-parallel-size for the rest of the GPUs, or another kernel (--quantization awq / gptq "
+                "instead of the *_marlin one).")
     if kind == "quant_shape":
         tp = f" {f['tp_size']}" if f.get("tp_size") else ""
         return (f"Tensor parallel size{tp} splits a quantized layer into slices that are not a whole number of its "
@@ -861,6 +879,10 @@ def _fix_cuda_oom(f: dict, where: str, kind: str) -> tuple[str, str]:
 
 # model_not_supported's kinds whose words need no figure: (what, fix)
 _MODEL_NOT_SUPPORTED_KINDS = {
+    "rope_config": ("This vLLM / transformers cannot read the model's rope_scaling (a newer model's config.json)",
+                    "Upgrade vLLM together with the transformers it pins to a release that knows this model's "
+                    "rope_scaling (Llama 3.1's 'llama3' type, Qwen2-VL's mrope), or serve a model of the generations "
+                    "this stack knows; no engine argument fixes the config."),
     "quant_scheme": ("This vLLM has no kernels for the checkpoint's compressed-tensors quantization scheme",
                      "Upgrade vLLM (newer releases add schemes, e.g. asymmetric W4A16), or re-export the checkpoint "
                      "with a scheme this vLLM serves (symmetric W4A16/W8A16, W8A8, FP8), or serve the unquantized "
@@ -924,6 +946,12 @@ def _fix_shm_too_small(f: dict, where: str, kind: str) -> tuple[str, str]:
 def _fix_port_in_use(f: dict, where: str, kind: str) -> tuple[str, str]:
     """The listen port is taken."""
     port = f.get("port")
+    if kind == "hccl":
+        at = f" {port}" if port else ""
+        return (f"HCCL's host listen port{at} is already bound: another process on this node holds it",
+                (f"Find the holder with `ss -ltnp 'sport = :{port}'`; stop" if port else "Stop")
+                + " the other engine or HCCL job on this node (often an earlier vLLM with the same parallel layout), "
+                "or give each process its own HCCL ports; the engine's --port is not the one taken.")
     return (f"Port {port} is already in use" if port else "The listen port is already in use",
             (f"Find the owner with `ss -ltnp 'sport = :{port}'`" if port else "Find the owner with `ss -ltnp`")
             + "; stop the other server (often an older vLLM instance) or give this instance another --port.")
@@ -1281,6 +1309,8 @@ _OOM_DETAIL_RES = [
     re.compile(r"\(GPU\s*(?P<gpu>\d+);\s*(?P<total>[\d.]+)\s*(?P<total_unit>[KMG]iB)\s+total\s+capacity;[^;]*;\s*"
                r"(?P<free>[\d.]+)\s*(?P<free_unit>[KMG]iB)\s+free", re.I),
 ]
+# More than one rank in the log: V0's multiprocessing workers, V1's worker ranks, a rank past 0 in torch's prefix.
+_MULTI_RANK_RE = re.compile(r"\(VllmWorkerProcess\s+pid=|\(VllmWorker\s+(?:TP|rank=?)\s*[1-9]|\[rank[1-9]\d*\]:", re.I)
 _OTHER_PROCESS_RE = re.compile(r"Process\s+(\d+)\s+has\s+([\d.]+)\s*([KMG]iB)\s+memory\s+in\s+use", re.I)
 _EXCEPTION_LINE_RE = re.compile(r"^\s*(?:[\w.]+\.)?(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt))\b(?::.*|\(.*)?$|"
                                 r"^\s*Exception\s+raised\s+from\s.*$|"
@@ -1771,8 +1801,9 @@ def _diagnose(text) -> Diagnosis:
 
     if chosen is not None and chosen[3].category == "nccl_error":
         # NCCL reports the failed system call in its own detail ("Last error: ... /dev/shm ..."): that is the cause.
-        shm = [x for x in strong if x[3].category == "shm_too_small" and abs(x[1] - chosen[1]) < 3000]
-        chosen = shm[0] if shm else chosen
+        # So does HCCL (the collective's "function error" first, then why: its port was taken)
+        detail = [x for x in strong if x[3].category in ("shm_too_small", "port_in_use") and abs(x[1] - chosen[1]) < 3000]
+        chosen = detail[0] if detail else chosen
 
     milestones = _milestones(norm)
     if chosen is None:
@@ -1796,6 +1827,10 @@ def _diagnose(text) -> Diagnosis:
     if category == "nccl_error" and kind not in ("connect", "library", "ib", "graph"):
         kind = _nccl_kind(norm[max(0, pos - 2000): pos + 3000])
     loc = _locate(norm, pos, m.end(), category, kind, milestones)
+    if kind == "kernel_shape" and ((figures.get("tp_size") or 1) > 1 or _MULTI_RANK_RE.search(_raw(text))):
+        # Marlin's tile refusing a slice that tensor parallelism cut (the message: "Consider reducing
+        # tensor_parallel_size"): the split is the cause, found as the layers load; on one GPU the layer itself is (model_not_supported)
+        category, kind = "tp_not_divisible", "marlin_shape"
     if loc["phase"] == "unknown":
         loc.update(_endpoint_logged(text, norm))
     if category == "cuda_oom":
@@ -1824,7 +1859,8 @@ def _diagnose(text) -> Diagnosis:
             loc.update(_weights_too_big(norm, figures, tail))
         category, where = _OOM_CATEGORY.get(loc["phase"], ("cuda_oom", ""))
     if category == "port_in_use":
-        port = (re.search(r"\(\s*'[^']*',\s*(\d+)\)|addr='?tcp://[^'\s]*:(\d+)|port:\s*(\d+)|:(\d{2,5})\b", m.group(0)))
+        port = (re.search(r"\(\s*'[^']*',\s*(\d+)\)|addr='?tcp://[^'\s]*:(\d+)|port:\s*(\d+)|port\[(\d+)\]|:(\d{2,5})\b",
+                          m.group(0)))
         if port:
             figures["port"] = int(next(g for g in port.groups() if g))
     if category == "driver_mismatch_or_no_driver" and kind != "no_platform":

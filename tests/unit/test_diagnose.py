@@ -1958,3 +1958,33 @@ def test_round13_wordings(log, category, phase, word):
 def test_marlin_shape_names_the_dimension_it_read():
     r = diagnose("Weight input_size_per_partition = 1000 is not divisible by min_thread_k = 128.")
     assert r.summary.startswith("A quantized layer's input size per GPU (1000)") and "(128)" in r.summary
+
+
+@pytest.mark.parametrize("log,category,phase,word", [
+    # Marlin's tile refusing a slice on an engine of more than one rank (blind14 207): the tensor-parallel split
+    ("(VllmWorkerProcess pid=14679) ERROR 08-05 23:29:38 multiproc_worker_utils.py:226] Exception in worker "
+     "VllmWorkerProcess while processing method load_model: Weight input_size_per_partition = 7392 is not divisible by "
+     "min_thread_k = 128., Traceback (most recent call last):", "tp_not_divisible", "model_loading", "smaller --tensor-parallel-size"),
+    ("INFO Initializing an LLM engine with config: model='m', tensor_parallel_size=4, pipeline_parallel_size=1\n"
+     "ValueError: Weight output_size_per_partition = 7392 is not divisible by min_thread_n = 64.",
+     "tp_not_divisible", "model_loading", "smaller --tensor-parallel-size"),
+    # HCCL's port taken (blind14 201): port_in_use with HCCL's port, not the engine's --port
+    ("[rank0]: RuntimeError: createHCCLComm:compiler_depend.ts:1479 HCCL function error: HcclGetRootInfo(&hcclID), error "
+     "code is 11\n[rank0]: EJ0003: [PID: 159] Failed to bind the IP port. Reason: The IP address and port have been "
+     "bound already.\n[rank0]:         TraceBack (most recent call last):\n[rank0]:         host nic listen start "
+     "failed, port[60000], return[11]", "port_in_use", "init", "60000"),
+    # the model's rope_scaling in a shape this stack cannot read (blind14 103, 108)
+    ("ValueError: `rope_scaling` must be a dictionary with two fields, `type` and `factor`, got {'factor': 8.0, "
+     "'rope_type': 'llama3'}", "model_not_supported", "init", "transformers"),
+    ('  File "/x/vllm/config.py", line 1740, in _get_and_verify_max_len\n    assert "factor" in rope_scaling\n'
+     "AssertionError", "model_not_supported", "init", "transformers"),
+    # near misses: Marlin's refusal with one rank stays the layer's (blind13 003); HCCL's error alone stays NCCL's;
+    # a rope type the engine's factory does not know stays a refused argument (round 9)
+    ("Weight output_size_per_partition = 4304 is not divisible by  min_thread_n = 64.", "model_not_supported", "model_loading",
+     "modules_to_not_convert"),
+    ("RuntimeError: createHCCLComm: HCCL function error: HcclGetRootInfo(&hcclID), error code is 11", "nccl_error",
+     "init", None),
+    ("ValueError: Unknown RoPE scaling type extended", "config_rejected", "init", None),
+])
+def test_round14_wordings(log, category, phase, word):
+    _diagnosed_as(log, category, phase, word)
