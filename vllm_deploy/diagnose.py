@@ -204,6 +204,9 @@ RULES: list[_Rule] = [
                       r"hipErrorOutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|"
                       r"cudaErrorMemoryAllocation|CUBLAS_STATUS_ALLOC_FAILED|\bout\s+of\s+memory\s+error\s+occurred|"
                       r"\[Error\]:\s*Failed\s+to\s+apply\s+for\s+memory|"
+                      # Apple's Metal (vllm-metal, MLX): "[METAL] Command buffer execution failed: Insufficient Memory
+                      # (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)"
+                      r"kIOGPUCommandBufferCallbackErrorOutOfMemory|\[METAL\][^\n]{0,80}Insufficient\s+Memory|"
                       # XLA on a TPU: its HBM ("RESOURCE_EXHAUSTED: Error loading program: Attempting to reserve 1.04G
                       # at the bottom of memory", "... Ran out of memory in memory space hbm") or the scalar memory a
                       # graph compiled for a long sequence needs (smem). Not a kernel's own vmem limit (a kernel's
@@ -397,6 +400,11 @@ RULES: list[_Rule] = [
     # the model loader lists the weight files (DefaultModelLoader._prepare_weights) as it loads the model: a directory or
     # repository with a config but no weights in a format it reads (.safetensors, .bin, .pt)
     _rule("model_not_found_or_auth", r"Cannot\s+find\s+any\s+model\s+weights", kind="no_weights"),
+    # ModelScope's hub (VLLM_USE_MODELSCOPE=True): "modelscope.hub.errors.NotExistError: The model: Qwen/X has no
+    # revision: main !", at whichever step first fetches a file of the model (its config at start-up, a multimodal
+    # processor in the profiling run)
+    _rule("model_not_found_or_auth", r"The\s+model:\s*(?P<config>\S+)\s+has\s+no\s+revision:\s*(?P<argument>[\w./-]+)|"
+                                     r"modelscope\.hub\.errors\.NotExistError", kind="modelscope"),
     # the Run:ai model streamer (--load-format runai_streamer) cannot read a weight file from its path or bucket
     _rule("model_not_found_or_auth", r"Could\s+not\s+send\s+runai_request\s+to\s+libstreamer\s+due\s+to:\s*b?['\"]?"
                                      r"File\s+access\s+error", kind="streamer"),
@@ -959,6 +967,12 @@ def _fix_port_in_use(f: dict, where: str, kind: str) -> tuple[str, str]:
 
 def _fix_model_not_found_or_auth(f: dict, where: str, kind: str) -> tuple[str, str]:
     """The model could not be found or downloaded."""
+    if kind == "modelscope":
+        model = f" {f['config']}" if f.get("config") else ""
+        rev = f" '{f['argument']}'" if f.get("argument") else ""
+        return (f"ModelScope has no revision{rev} of the model{model}",
+                "Pass a revision the model has on ModelScope (--revision master, or the one its page lists), or fetch "
+                "the model to a local path and serve that path; VLLM_USE_MODELSCOPE=False serves it from Hugging Face.")
     if kind == "streamer":
         return ("The Run:ai model streamer could not read the model's weight files (File access error)",
                 "Check the --model path or object-store URI (s3://bucket/prefix with config.json and the "
@@ -1515,7 +1529,7 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         phase, confidence = _KIND_PHASES[category, kind]
         out.update(phase=phase, phase_confidence=confidence, phase_evidence=_line_at(text, pos, end))
         return out
-    if category in _CATEGORY_PHASES and kind != "backend" and kind not in _BUILT_WITH_THE_MODEL:
+    if category in _CATEGORY_PHASES and kind not in ("backend", "modelscope") and kind not in _BUILT_WITH_THE_MODEL:
         out.update(phase=_CATEGORY_PHASES[category], phase_confidence="high", phase_evidence=_line_at(text, pos, end))
         return out
     phase, frame, confidence = _frames_near(text, pos, end)
@@ -1960,7 +1974,8 @@ _CRASH_RE = re.compile(r"Segfault\s+encountered|Segmentation\s+fault|SIGSEGV|SIG
 # (a prompt longer than max_model_len, a request's multimodal input) are no deploy failure and stay `unknown`.
 _REFUSAL = (r"(?:not\s+(?:yet\s+)?(?:supported|implemented|compatible|allowed|valid|recogni[sz]ed|registered)|unsupported|"
             r"incompatible|only\s+supports?|only\s+(?:be\s+)?(?:supported|available|allowed|valid)|does\s+not\s+support|"
-            r"(?:isn't|is\s+not|are\s+not|aren't)\s+supported|cannot|can't|can\s+not|must|should|requires?|at\s+least|"
+            r"(?:isn't|is\s+not|are\s+not|aren't)\s+supported|(?:hasn't|has\s+not|haven't|have\s+not)\s+(?:been\s+)?"
+            r"(?:yet\s+)?supported|cannot|can't|can\s+not|must|should|requires?|at\s+least|"
             r"at\s+most|minimum|exceeds?|(?:greater|larger|smaller|less|higher|lower)\s+than|too\s+(?:old|large|small|"
             r"many|few)|invalid|unknown|unrecogni[sz]ed|no\s+(?:vLLM\s+)?implementation|out\s+of\s+range|conflicts?|"
             r"mutually\s+exclusive|expected|is\s+not\s+equal\s+to|does\s+not\s+match|"

@@ -1978,6 +1978,14 @@ def test_marlin_shape_names_the_dimension_it_read():
      "'rope_type': 'llama3'}", "model_not_supported", "init", "transformers"),
     ('  File "/x/vllm/config.py", line 1740, in _get_and_verify_max_len\n    assert "factor" in rope_scaling\n'
      "AssertionError", "model_not_supported", "init", "transformers"),
+    # a refusal worded "hasn't supported" (blind14 002), ModelScope's missing revision (205) in the frames' step,
+    # Apple Metal's out-of-memory (209)
+    ("ValueError: GGUF quantization hasn't supported tensor parallelism yet.", "config_rejected", "init", None),
+    ('  File "/x/vllm/worker/model_runner.py", line 1276, in profile_run\n  File "/x/modelscope/hub/api.py", line 600, '
+     "in get_valid_revision_detail\nmodelscope.hub.errors.NotExistError: The model: Qwen/Qwen2.5-VL-7B-Instruct has "
+     "no revision: main !", "model_not_found_or_auth", "profile_run", "--revision master"),
+    ("std::runtime_error: [METAL] Command buffer execution failed: Insufficient Memory "
+     "(00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)", "cuda_oom", "unknown", None),
     # near misses: Marlin's refusal with one rank stays the layer's (blind13 003); HCCL's error alone stays NCCL's;
     # a rope type the engine's factory does not know stays a refused argument (round 9)
     ("Weight output_size_per_partition = 4304 is not divisible by  min_thread_n = 64.", "model_not_supported", "model_loading",
@@ -1985,6 +1993,10 @@ def test_marlin_shape_names_the_dimension_it_read():
     ("RuntimeError: createHCCLComm: HCCL function error: HcclGetRootInfo(&hcclID), error code is 11", "nccl_error",
      "init", None),
     ("ValueError: Unknown RoPE scaling type extended", "config_rejected", "init", None),
+    # "hasn't been supported" with no subject of any family; Metal's other command-buffer errors
+    ("ValueError: This feature hasn't been supported yet.", "unknown", "init", None),
+    ("[METAL] Command buffer execution failed: Caused GPU Timeout Error "
+     "(00000002:kIOGPUCommandBufferCallbackErrorTimeout)", "unknown", "unknown", None),
 ])
 def test_round14_wordings(log, category, phase, word):
     _diagnosed_as(log, category, phase, word)
