@@ -287,11 +287,8 @@ KNOWN_MISSES = {
         ("210-ascend-qwen3-8b-w8a8-keyerror-deq-scale.log", "category"): _SPLIT_LOADER,
     },
     # Round 14 was measured once with the rules tuned on rounds 1-13 (PROTOCOL.md lists its misses then). After it,
-    # general rules (test_diagnose.py's round-14 table) fixed four development category misses; no blind one. Left:
+    # general rules (test_diagnose.py's round-14 table) fixed five development and two blind category misses; left:
     "vllm-failures-blind14": {
-        ("002-gguf-ray-tp8-not-supported.log", "category"):
-            "GGUF's refusal of tensor parallelism ('hasn't supported tensor parallelism yet'), a wording no rule "
-            "reads (config_rejected by the thread)",
         ("003-cpu-otlp-v0-fallback-cpu-only-v1.log", "category"):
             "the CPU backend's refusal of the V0 engine ('CPU backend only supports V1.'), a wording no rule reads "
             "(config_rejected by the thread)",
@@ -321,13 +318,7 @@ KNOWN_MISSES = {
             "an Ascend device context failing ('init soc version failed, ret = 507008'): no driver words the rules "
             "read (driver_mismatch_or_no_driver by the thread)",
         ("204-llmcompressor-w8a8-qwen2-weight-scale-keyerror.log", "category"): _SPLIT_LOADER,
-        ("205-ascend-qwen25vl-modelscope-no-revision-profile.log", "category"):
-            "ModelScope's missing revision as the processor loads in the profiling run: no words the rules read as a "
-            "model not found (model_not_found_or_auth by the thread)",
         ("208-llmcompressor-starcoder2-fp8-kv-scale-keyerror.log", "category"): _SPLIT_LOADER,
-        ("209-metal-guidellm-serving-insufficient-memory.log", "category"):
-            "Apple Metal's 'Insufficient Memory' command-buffer error: no CUDA/NPU memory words the rules read "
-            "(cuda_oom_runtime by the thread)",
         ("211-omni-npu-qwen3-tts-base-weight-on-cpu-request.log", "category"):
             "a device-placement error worded like an unsupported device; the thread found no cause that fits a "
             "category (unknown)",
