@@ -1843,7 +1843,8 @@ def _diagnose(text) -> Diagnosis:
     loc = _locate(norm, pos, m.end(), category, kind, milestones)
     if kind == "kernel_shape" and ((figures.get("tp_size") or 1) > 1 or _MULTI_RANK_RE.search(_raw(text))):
         # Marlin's tile refusing a slice that tensor parallelism cut (the message: "Consider reducing
-        # tensor_parallel_size"): the split is the cause, found as the layers load; on one GPU the layer itself is (model_not_supported)
+        # tensor_parallel_size"): the split is the cause, found as the layers load; on one GPU the layer itself is
+        # (model_not_supported)
         category, kind = "tp_not_divisible", "marlin_shape"
     if loc["phase"] == "unknown":
         loc.update(_endpoint_logged(text, norm))
