@@ -1263,6 +1263,10 @@ _FRAME_LINE_RE = re.compile(r'^[ \t]*File\s+"[^"\n]*",\s+line\s+\d+,\s+in\s+\S+|
 # Where a category itself says the phase (vLLM raises these at one point of start-up).
 # Rule kinds raised as the model's layers are built with their weights (phase model_loading, not the category's own).
 _BUILT_WITH_THE_MODEL = ("quant_shape", "assert_heads", "quant_scheme", "version", "divide")
+# Rule kinds raised at whichever step reaches them, placed by the frames like an error of no category: V1's
+# attention-backend selector (as the model's layers are built, or later), ModelScope's hub lookup (at the first
+# step that fetches a file of the model: its config at start-up, a multimodal processor in the profiling run).
+_PLACED_BY_FRAMES = ("backend", "modelscope")
 # Rule kinds whose words say the phase, unlike the rest of their category: (category, kind) -> (phase, confidence).
 _KIND_PHASES = {
     # the model loader lists the weight files as it loads the model, not as the config is read
@@ -1529,7 +1533,7 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
         phase, confidence = _KIND_PHASES[category, kind]
         out.update(phase=phase, phase_confidence=confidence, phase_evidence=_line_at(text, pos, end))
         return out
-    if category in _CATEGORY_PHASES and kind not in ("backend", "modelscope") and kind not in _BUILT_WITH_THE_MODEL:
+    if category in _CATEGORY_PHASES and kind not in _PLACED_BY_FRAMES and kind not in _BUILT_WITH_THE_MODEL:
         out.update(phase=_CATEGORY_PHASES[category], phase_confidence="high", phase_evidence=_line_at(text, pos, end))
         return out
     phase, frame, confidence = _frames_near(text, pos, end)
