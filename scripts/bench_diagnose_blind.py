@@ -10,7 +10,8 @@ name, the log at index i is BLIND when i % 3 == 2; the rest is the development s
 it prints the category and phase share and every miss by file. For the blind third it prints only the
 totals and a confusion table (expected category x diagnosed category, counts): never a file name or a
 per-file result, so whoever tunes the classifier learns nothing about single blind logs. Phase is scored
-where the meta phase is not `unknown`.
+where the meta phase is not `unknown`. "action" is the share whose diagnosed category leads the deploy to the
+same remedy (vllm_deploy.ladder.ACTIONS: degrade ladder, refuse, rollback) as the thread's category.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from vllm_deploy.diagnose import diagnose  # noqa: E402
+from vllm_deploy.ladder import ACTIONS  # noqa: E402
 
 BLIND = os.path.join(ROOT, "tests", "fixtures", "vllm-failures-blind")
 
@@ -53,9 +55,11 @@ def share(rows: list[dict]) -> str:
     right = sum(r["got"] == r["expected"] for r in rows)
     phased = [r for r in rows if r["expected_phase"] != "unknown"]
     ok = sum(r["phase"] == r["expected_phase"] for r in phased)
+    acted = sum(ACTIONS.get(r["got"]) == ACTIONS[r["expected"]] for r in rows)
     cat = f"category {right}/{len(rows)} = {right / len(rows) * 100:.1f}%" if rows else "category: no logs"
     ph = f"phase {ok}/{len(phased)} = {ok / len(phased) * 100:.1f}%" if phased else "phase: none scored"
-    return f"{cat}; {ph}"
+    act = f"action {acted}/{len(rows)} = {acted / len(rows) * 100:.1f}%" if rows else "action: no logs"
+    return f"{cat}; {ph}; {act}"
 
 
 def confusion(rows: list[dict]) -> list[str]:

@@ -382,3 +382,17 @@ def test_every_diagnosis_names_an_action_and_a_fix(folder, name):
 @pytest.mark.parametrize("folder", ROUNDS)
 def test_known_misses_are_logs_of_the_set(folder):
     assert {name for name, _ in KNOWN_MISSES[folder]} <= set(LOGS[folder])
+
+
+def test_the_bench_scores_the_remedy_apart_from_the_category():
+    """make bench-diagnose-blindN's "action": a diagnosis with the thread's remedy (ladder, refuse, rollback) counts
+    there even when its category is another; one that sends a config error up the degrade ladder does not."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_blind", REPO / "scripts" / "bench_diagnose_blind.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rows = [{"expected": "cuda_oom", "got": "cuda_oom_weights", "expected_phase": "unknown", "phase": None},
+            {"expected": "config_rejected", "got": "cuda_oom", "expected_phase": "init", "phase": "init"},
+            {"expected": "nccl_error", "got": "unknown", "expected_phase": "unknown", "phase": None}]
+    assert bench.share(rows) == "category 0/3 = 0.0%; phase 1/1 = 100.0%; action 2/3 = 66.7%"
