@@ -192,12 +192,7 @@ def plan_waves(replicas: list[dict[str, Any]], *, max_unavailable: Any = 1, cana
     canary_wave: index or None, instances: {id: {model, hosts}}} — budget and replicas for every
     model with a changed replica; instances for every replica that is in a wave.
     """
-    by_id: dict[str, dict[str, Any]] = {}
-    for replica in replicas:
-        if replica["id"] in by_id:
-            raise ValueError(f"replica {replica['id']} is listed twice — a multi-node instance is one replica "
-                             "(fleet_replicas lists it once)")
-        by_id[replica["id"]] = replica
+    by_id = _by_id(replicas)
     go_dark = set(_id_list(may_go_dark, DARK_VAR))
     canary_list = _id_list(canary_ids, CANARY_VAR)
 
@@ -216,6 +211,49 @@ def plan_waves(replicas: list[dict[str, Any]], *, max_unavailable: Any = 1, cana
                for m in changed_models}
 
     candidates = [r["id"] for r in replicas if r["changed"] and r["up"]]
+    chosen = _named_canaries(canary_list, by_id, candidates)
+    room = _Room(by_model, starting, totals, allowed, go_dark, max_unavailable)
+    position = {rid: i for i, rid in enumerate(by_id)}
+    room.already_out.sort(key=position.__getitem__)
+    room.skipped.sort(key=lambda s: position[s["id"]])
+    blocked_ids = {b["id"] for b in room.blocked}
+    schedule = [by_id[i] for i in candidates if i not in blocked_ids]
+
+    canary_wave = _canary_wave(schedule, changed_models, chosen, by_id) if canary else []
+    in_canary = set(canary_wave)
+    rest = [r for r in schedule if r["id"] not in in_canary]
+    already_out = room.already_out
+    waves = ([list(already_out)] if already_out else []) + ([canary_wave] if canary_wave else []) \
+        + _pack(rest, room.cap)
+
+    in_waves = [rid for wave in waves for rid in wave]
+    return {
+        "waves": waves,
+        "canary": canary_wave,
+        "skipped": room.skipped,
+        "blocked": room.blocked,
+        "dark": _dark(waves, by_id, starting, room.up_count, totals),
+        "budget": allowed,
+        "replicas": totals,
+        "already_out": already_out,
+        # The index of the canary wave in `waves` (after the wave that starts what serves nothing), or None.
+        "canary_wave": (1 if already_out else 0) if canary_wave else None,
+        "instances": {rid: {"model": by_id[rid]["model"], "hosts": list(by_id[rid]["hosts"])} for rid in in_waves},
+    }
+
+
+def _by_id(replicas: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    by_id: dict[str, dict[str, Any]] = {}
+    for replica in replicas:
+        if replica["id"] in by_id:
+            raise ValueError(f"replica {replica['id']} is listed twice — a multi-node instance is one replica "
+                             "(fleet_replicas lists it once)")
+        by_id[replica["id"]] = replica
+    return by_id
+
+
+def _named_canaries(canary_list: list[str], by_id: dict[str, dict[str, Any]], candidates: list[str]) -> dict[str, str]:
+    """{model: id} of the canaries the inventory names: each a changed replica in rotation, one per model."""
     chosen: dict[str, str] = {}
     for cid in canary_list:
         if cid not in by_id or not by_id[cid]["changed"] or not by_id[cid]["up"]:
@@ -225,57 +263,66 @@ def plan_waves(replicas: list[dict[str, Any]], *, max_unavailable: Any = 1, cana
             raise ValueError(f"{CANARY_VAR}: {chosen[model]} and {cid} both serve {model} — name one canary "
                              "per model")
         chosen[model] = cid
+    return chosen
 
-    skipped: list[dict[str, str]] = []
-    blocked: list[dict[str, str]] = []
-    already_out: list[str] = []
-    cap: dict[str, int] = {}   # up replicas of a model one wave may take out of rotation
-    up_count: dict[str, int] = {}
+
+class _Room:
+    """Per changed model: how many up replicas one wave may take out of rotation (`cap`), how many are in
+    rotation once the first wave started the ones that serve nothing (`up_count`); the changed replicas
+    the deploy cannot reach (`skipped`), those that cannot roll within the rules (`blocked`), and those
+    out of rotation it starts first (`already_out`)."""
+
+    def __init__(self, by_model: dict[str, list[dict[str, Any]]], starting: set[str], totals: dict[str, int],
+                 allowed: dict[str, int], go_dark: set[str], max_unavailable: Any):
+        self.skipped: list[dict[str, str]] = []
+        self.blocked: list[dict[str, str]] = []
+        self.already_out: list[str] = []
+        self.cap: dict[str, int] = {}
+        self.up_count: dict[str, int] = {}
+        for model in totals:
+            reps = by_model[model]
+            up = [r for r in reps if r["up"] or r["id"] in starting]   # in rotation once the first wave started them
+            down = [r for r in reps if not r["up"] and r["id"] not in starting]
+            self.up_count[model] = len(up)
+            exempt = model in go_dark or totals[model] == 1
+            self.cap[model] = allowed[model] if exempt else min(allowed[model], len(up) - 1)
+            self.already_out.extend(r["id"] for r in reps if r["id"] in starting)
+            self.skipped.extend(_skip(r) for r in down if r["changed"])
+            changed_up = [r for r in up if r["changed"] and r["id"] not in starting]
+            if changed_up and self.cap[model] <= 0:
+                why = _blocked_why(model, up, down, totals[model], budget_for(max_unavailable, totals[model]),
+                                   no_budget=allowed[model] <= 0, last_one=not exempt and len(up) <= 1)
+                self.blocked.extend({"id": r["id"], "model": model, "why": why} for r in changed_up)
+
+
+def _skip(replica: dict[str, Any]) -> dict[str, str]:
+    hosts = replica.get("unreachable") or replica["hosts"]
+    return {"id": replica["id"], "why": (
+        f"{replica['id']}: {', '.join(hosts)} unreachable, so it is not restarted — it takes its new files "
+        "when the deploy runs again with the host back")}
+
+
+def _canary_wave(schedule: list[dict[str, Any]], changed_models: list[str], chosen: dict[str, str],
+                 by_id: dict[str, dict[str, Any]]) -> list[str]:
+    """One replica of each changed model: the named one, else the model's first on hosts no other canary uses
+    (the canaries spread too), else its first."""
+    chosen = dict(chosen)
+    used = {h for cid in chosen.values() for h in by_id[cid]["hosts"]}
+    of_model: dict[str, list[dict[str, Any]]] = {}
+    for r in schedule:
+        of_model.setdefault(r["model"], []).append(r)
     for model in changed_models:
-        reps = by_model[model]
-        up = [r for r in reps if r["up"] or r["id"] in starting]   # in rotation once the first wave started them
-        down = [r for r in reps if not r["up"] and r["id"] not in starting]
-        up_count[model] = len(up)
-        exempt = model in go_dark or totals[model] == 1
-        cap[model] = allowed[model] if exempt else min(allowed[model], len(up) - 1)
-        already_out.extend(r["id"] for r in reps if r["id"] in starting)
-        for r in down:
-            if not r["changed"]:
-                continue
-            else:
-                hosts = r.get("unreachable") or r["hosts"]
-                skipped.append({"id": r["id"], "why": (
-                    f"{r['id']}: {', '.join(hosts)} unreachable, so it is not restarted — it takes its new files "
-                    "when the deploy runs again with the host back")})
-        changed_up = [r for r in up if r["changed"] and r["id"] not in starting]
-        if changed_up and cap[model] <= 0:
-            why = _blocked_why(model, up, down, totals[model], budget_for(max_unavailable, totals[model]),
-                               no_budget=allowed[model] <= 0, last_one=not exempt and len(up) <= 1)
-            blocked.extend({"id": r["id"], "model": model, "why": why} for r in changed_up)
-    blocked_ids = {b["id"] for b in blocked}
-    schedule = [by_id[i] for i in candidates if i not in blocked_ids]
-    position = {rid: i for i, rid in enumerate(by_id)}
-    already_out.sort(key=position.__getitem__)
-    skipped.sort(key=lambda s: position[s["id"]])
+        if model in chosen or model not in of_model:
+            continue
+        pick = next((r for r in of_model[model] if used.isdisjoint(r["hosts"])), of_model[model][0])
+        chosen[model] = pick["id"]
+        used.update(pick["hosts"])
+    return [r["id"] for r in schedule if chosen.get(r["model"]) == r["id"]]
 
-    canary_wave: list[str] = []
-    if canary:
-        # Spread the canaries too: each model's first replica on hosts no other canary uses.
-        used = {h for cid in chosen.values() for h in by_id[cid]["hosts"]}
-        of_model: dict[str, list[dict[str, Any]]] = {}
-        for r in schedule:
-            of_model.setdefault(r["model"], []).append(r)
-        for model in changed_models:
-            if model in chosen or model not in of_model:
-                continue
-            pick = next((r for r in of_model[model] if used.isdisjoint(r["hosts"])), of_model[model][0])
-            chosen[model] = pick["id"]
-            used.update(pick["hosts"])
-        canary_wave = [r["id"] for r in schedule if chosen.get(r["model"]) == r["id"]]
-    in_canary = set(canary_wave)
-    rest = [r for r in schedule if r["id"] not in in_canary]
-    waves = ([list(already_out)] if already_out else []) + ([canary_wave] if canary_wave else []) + _pack(rest, cap)
 
+def _dark(waves: list[list[str]], by_id: dict[str, dict[str, Any]], starting: set[str], up_count: dict[str, int],
+          totals: dict[str, int]) -> list[dict[str, str]]:
+    """The waves that take a model's last replicas in rotation out: its only replica, or one in may_go_dark."""
     dark: list[dict[str, str]] = []
     for number, wave in enumerate(waves, 1):
         taken: dict[str, list[str]] = {}
@@ -293,21 +340,7 @@ def plan_waves(replicas: list[dict[str, Any]], *, max_unavailable: Any = 1, cana
                     why = (f"{model} is in {DARK_VAR}: wave {number} takes its last replicas in rotation out "
                            f"({', '.join(ids)}) — it serves nothing until they pass their gate")
                 dark.append({"model": model, "id": rid, "why": why})
-
-    in_waves = [rid for wave in waves for rid in wave]
-    return {
-        "waves": waves,
-        "canary": canary_wave,
-        "skipped": skipped,
-        "blocked": blocked,
-        "dark": dark,
-        "budget": allowed,
-        "replicas": totals,
-        "already_out": already_out,
-        # The index of the canary wave in `waves` (after the wave that starts what serves nothing), or None.
-        "canary_wave": (1 if already_out else 0) if canary_wave else None,
-        "instances": {rid: {"model": by_id[rid]["model"], "hosts": list(by_id[rid]["hosts"])} for rid in in_waves},
-    }
+    return dark
 
 
 def _pack(replicas: list[dict[str, Any]], cap: dict[str, int]) -> list[list[str]]:
@@ -350,88 +383,105 @@ def _pack(replicas: list[dict[str, Any]], cap: dict[str, int]) -> list[list[str]
 
     waves: list[list[str]] = []
     while any(unplaced.values()):
-        load: dict[str, int] = {}                        # per host: picks in this wave
-        busy: dict[str, list[tuple[int, int, int]]] = {m: [] for m in ready}   # (picks, -left, index)
-        free = dict(unplaced)                           # per model: its free replicas on untouched hosts
-        gone: set[int] = set()                          # replicas on hosts the wave touches
-        taken = dict.fromkeys(ready, 0)
-
-        def key(i: int) -> tuple[int, int, int]:
-            hosts = replicas[i]["hosts"]
-            return max(load.get(h, 0) for h in hosts), -max(left[h] for h in hosts), i
-
-        def best(m: str) -> tuple[int, int, int] | None:
-            """Model m's best replica now (its key), its heaps' stale tops brought up to date."""
-            heap = ready[m]
-            while heap:
-                current = key(heap[0][1])
-                if current[0] > 0:                      # its host has a pick: to the busy heap
-                    heappop(heap)
-                    heappush(busy[m], current)
-                elif current[1:] > heap[0]:
-                    heapreplace(heap, current[1:])
-                else:
-                    return current
-            heap = busy[m]
-            while heap:
-                current = key(heap[0][2])
-                if current > heap[0]:
-                    heapreplace(heap, current)
-                else:
-                    return current
-            return None
-
-        def rank(m: str, b: tuple[int, int, int]) -> tuple[int, int, int, int]:
-            """The pick order: picks on its hosts, the model's replicas on untouched hosts, -left, input order."""
-            return b[0], free[m], b[1], b[2]
-
-        lower: dict[str, tuple[int, int, int]] = {}      # per model: a lower bound of its best key
-        version = dict.fromkeys(ready, 0)               # per model: its one live entry in `tops`
-        tops: list[tuple[tuple[int, int, int, int], str, int]] = []
-
-        def push(m: str, b: tuple[int, int, int]) -> None:
-            lower[m] = b
-            version[m] += 1
-            heappush(tops, (rank(m, b), m, version[m]))
-
-        for m in ready:
-            if (b := best(m)) is not None:
-                push(m, b)
-        wave: list[str] = []
-        while tops:
-            stored, m, v = heappop(tops)
-            if v != version[m] or taken[m] >= cap[m] or (b := best(m)) is None:
-                continue
-            if rank(m, b) > stored:
-                push(m, b)
-                continue
-            heappop(ready[m] if b[0] == 0 else busy[m])
-            i = b[2]
-            r = replicas[i]
-            placed[i] = True
-            wave.append(r["id"])
-            taken[m] += 1
-            unplaced[m] -= 1
-            if b[0] == 0:
-                free[m] -= 1
-            for h in r["hosts"]:
-                if not load.get(h):
-                    for j in on_host[h]:
-                        if not placed[j] and j not in gone:
-                            gone.add(j)
-                            mj = replicas[j]["model"]
-                            free[mj] -= 1
-                            if taken[mj] < cap[mj] and mj in lower:
-                                push(mj, lower[mj])
-                load[h] = load.get(h, 0) + 1
-                left[h] -= 1
-            if taken[m] < cap[m]:
-                push(m, b)
-        for m, heap in busy.items():                    # the next wave starts with no picks
+        wave = _Wave(replicas, cap, on_host, left, ready, unplaced, placed)
+        waves.append(wave.fill())
+        for m, heap in wave.busy.items():               # the next wave starts with no picks
             for _, _, i in heap:
                 heappush(ready[m], (-max(left[h] for h in replicas[i]["hosts"]), i))
-        waves.append(wave)
     return waves
+
+
+class _Wave:
+    """One wave of _pack's: its picks, and the heaps that find the next one (see _pack)."""
+
+    def __init__(self, replicas: list[dict[str, Any]], cap: dict[str, int], on_host: dict[str, list[int]],
+                 left: dict[str, int], ready: dict[str, list[tuple[int, int]]], unplaced: dict[str, int],
+                 placed: list[bool]):
+        self.replicas, self.cap, self.on_host, self.left = replicas, cap, on_host, left
+        self.ready, self.unplaced, self.placed = ready, unplaced, placed
+        self.load: dict[str, int] = {}                  # per host: picks in this wave
+        self.busy: dict[str, list[tuple[int, int, int]]] = {m: [] for m in ready}   # (picks, -left, index)
+        self.free = dict(unplaced)                      # per model: its free replicas on untouched hosts
+        self.gone: set[int] = set()                     # replicas on hosts the wave touches
+        self.taken = dict.fromkeys(ready, 0)
+        self.lower: dict[str, tuple[int, int, int]] = {}  # per model: a lower bound of its best key
+        self.version = dict.fromkeys(ready, 0)          # per model: its one live entry in `tops`
+        self.tops: list[tuple[tuple[int, int, int, int], str, int]] = []
+
+    def key(self, i: int) -> tuple[int, int, int]:
+        hosts = self.replicas[i]["hosts"]
+        return max(self.load.get(h, 0) for h in hosts), -max(self.left[h] for h in hosts), i
+
+    def best(self, m: str) -> tuple[int, int, int] | None:
+        """Model m's best replica now (its key), its heaps' stale tops brought up to date."""
+        heap = self.ready[m]
+        while heap:
+            current = self.key(heap[0][1])
+            if current[0] > 0:                          # its host has a pick: to the busy heap
+                heappop(heap)
+                heappush(self.busy[m], current)
+            elif current[1:] > heap[0]:
+                heapreplace(heap, current[1:])
+            else:
+                return current
+        heap = self.busy[m]
+        while heap:
+            current = self.key(heap[0][2])
+            if current > heap[0]:
+                heapreplace(heap, current)
+            else:
+                return current
+        return None
+
+    def rank(self, m: str, b: tuple[int, int, int]) -> tuple[int, int, int, int]:
+        """The pick order: picks on its hosts, the model's replicas on untouched hosts, -left, input order."""
+        return b[0], self.free[m], b[1], b[2]
+
+    def push(self, m: str, b: tuple[int, int, int]) -> None:
+        self.lower[m] = b
+        self.version[m] += 1
+        heappush(self.tops, (self.rank(m, b), m, self.version[m]))
+
+    def fill(self) -> list[str]:
+        """The wave's ids, in the order they were picked."""
+        for m in self.ready:
+            if (b := self.best(m)) is not None:
+                self.push(m, b)
+        wave: list[str] = []
+        while self.tops:
+            stored, m, v = heappop(self.tops)
+            if v != self.version[m] or self.taken[m] >= self.cap[m] or (b := self.best(m)) is None:
+                continue
+            if self.rank(m, b) > stored:
+                self.push(m, b)
+                continue
+            heappop(self.ready[m] if b[0] == 0 else self.busy[m])
+            wave.append(self.pick(m, b))
+            if self.taken[m] < self.cap[m]:
+                self.push(m, b)
+        return wave
+
+    def pick(self, m: str, b: tuple[int, int, int]) -> str:
+        """Put replica b[2] of model m in the wave: its hosts' replicas are no longer on untouched hosts."""
+        i = b[2]
+        r = self.replicas[i]
+        self.placed[i] = True
+        self.taken[m] += 1
+        self.unplaced[m] -= 1
+        if b[0] == 0:
+            self.free[m] -= 1
+        for h in r["hosts"]:
+            if not self.load.get(h):
+                for j in self.on_host[h]:
+                    if not self.placed[j] and j not in self.gone:
+                        self.gone.add(j)
+                        mj = self.replicas[j]["model"]
+                        self.free[mj] -= 1
+                        if self.taken[mj] < self.cap[mj] and mj in self.lower:
+                            self.push(mj, self.lower[mj])
+            self.load[h] = self.load.get(h, 0) + 1
+            self.left[h] -= 1
+        return r["id"]
 
 
 def _budget_text(budget: dict[str, int]) -> str:
