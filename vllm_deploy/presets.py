@@ -120,6 +120,51 @@ def choose_flags(*, config: dict, weights_bytes: int | None, device: dict, pinne
         raise PlanError("device must be a dict with kind 'gpu' or 'cpu'")
     pinned = dict(pinned or {})
     floors = dict(floors or {})
+    _check_pins(pinned, device)
+    model = ModelInfo.from_config(config, weights_bytes)
+    limit = model.max_model_len_limit
+    floor_len = int(floors.get("max_model_len") or 1)
+    floor_seqs = int(floors.get("max_num_seqs") or 1)
+    ladder = _load("presets.yaml")["max_model_len_ladder"]
+
+    if device["kind"] == "cpu":
+        return _choose_cpu(model, device, pinned, floor_len, ladder, vllm_version)
+
+    count = int(device.get("count") or 1)
+    if count < 1:
+        raise PlanError(f"device count={count} must be >= 1")
+    total, entry = gpu_total_gib(device)
+    gpu_name = (entry or {}).get("name") or device.get("name")
+    mem_class = (entry or {}).get("memory_class") or (device.get("memory_total_mib") or total * 1024) / 1024
+    preset_name, preset = preset_for(float(mem_class))
+    flags, free_gib = _start_flags(preset, model, device, pinned, count, total, floor_len, floor_seqs)
+
+    def run(f: dict) -> Plan:
+        return plan(model, gpu_total_gib=total, num_gpus=count, tensor_parallel_size=int(f["tensor_parallel_size"]),
+                    pipeline_parallel_size=int(f.get("pipeline_parallel_size", 1)),
+                    gpu_memory_utilization=f.get("gpu_memory_utilization"), max_model_len=f.get("max_model_len"),
+                    dtype=f.get("dtype", "auto"), kv_cache_dtype=f.get("kv_cache_dtype", "auto"),
+                    max_num_seqs=f.get("max_num_seqs"), max_num_batched_tokens=f.get("max_num_batched_tokens"),
+                    cpu_offload_gb=f.get("cpu_offload_gb", 0), free_memory_gib=free_gib,
+                    vllm_version=vllm_version, gpu_name=gpu_name, enforce_eager=bool(f.get("enforce_eager")),
+                    block_size=f.get("block_size"), quantization=f.get("quantization"))
+
+    p = run(flags)
+    structural = any(r.startswith(("Total number", "AssertionError", "User-specified", "Free memory"))
+                     for r in p.reasons)
+    if not structural:
+        flags, p = _tune(run, flags, p, pinned, preset.get("target_concurrency", 4), ladder, limit,
+                         floor_len, floor_seqs, gpu_name)
+    verdict = _verdict(p)
+    out_flags = {k: v for k, v in flags.items() if not (k == "pipeline_parallel_size" and v == 1)}
+    if out_flags.get("enforce_eager") is False:
+        del out_flags["enforce_eager"]
+    message = _message(verdict, p, gpu_name, count, preset_name)
+    return {"flags": out_flags, "plan": p.to_dict(), "verdict": verdict, "preset": preset_name, "message": message}
+
+
+def _check_pins(pinned: dict, device: dict) -> None:
+    """Refuse pins vLLM would refuse: removed flags, values it has no name for, names it has no argument for."""
     for key, why in _REJECTED_FLAGS.items():
         if key in pinned:
             raise PlanError(f"pinned flag {key} is not accepted by vLLM ({why}); remove it from the inventory")
@@ -137,25 +182,13 @@ def choose_flags(*, config: dict, weights_bytes: int | None, device: dict, pinne
         hint = "; ".join(f"{k}: did you mean {g}?" for k, g in guesses.items() if g)
         raise PlanError(f"pinned flags {unknown} are not arguments of {spec['label']}; "
                         + (hint or "use snake_case vLLM names (max_model_len, max_num_seqs, ...)"))
-    model = ModelInfo.from_config(config, weights_bytes)
-    limit = model.max_model_len_limit
-    floor_len = int(floors.get("max_model_len") or 1)
-    floor_seqs = int(floors.get("max_num_seqs") or 1)
-    ladder = _load("presets.yaml")["max_model_len_ladder"]
 
-    if device["kind"] == "cpu":
-        return _choose_cpu(model, device, pinned, floor_len, ladder, vllm_version)
 
-    count = int(device.get("count") or 1)
-    if count < 1:
-        raise PlanError(f"device count={count} must be >= 1")
-    total, entry = gpu_total_gib(device)
-    gpu_name = (entry or {}).get("name") or device.get("name")
-    mem_class = (entry or {}).get("memory_class") or (device.get("memory_total_mib") or total * 1024) / 1024
-    preset_name, preset = preset_for(float(mem_class))
+def _start_flags(preset: dict, model: ModelInfo, device: dict, pinned: dict, count: int, total: float,
+                 floor_len: int, floor_seqs: int) -> tuple[dict[str, Any], float | None]:
+    """The preset's flags with the pins over them, TP over the instance's GPUs, the memory share cut to what is
+    free, the length and sequences within the model's limit and the floors; and the free GiB vLLM will see."""
     flags: dict[str, Any] = dict(preset["flags"])
-    target_conc = preset.get("target_concurrency", 4)
-
     tp = pinned.get("tensor_parallel_size")
     pp = int(pinned.get("pipeline_parallel_size") or 1)
     if tp is None:
@@ -173,51 +206,39 @@ def choose_flags(*, config: dict, weights_bytes: int | None, device: dict, pinne
         if "gpu_memory_utilization" not in pinned and flags["gpu_memory_utilization"] * total > free_gib:
             flags["gpu_memory_utilization"] = max(0.5, int(free_gib / total * 100) / 100)
 
+    limit = model.max_model_len_limit
     if "max_model_len" not in pinned:
         flags["max_model_len"] = max(min(flags["max_model_len"], limit), min(floor_len, limit))
     if "max_num_seqs" not in pinned:
         flags["max_num_seqs"] = max(flags["max_num_seqs"], floor_seqs)
+    return flags, free_gib
 
-    def run(f: dict) -> Plan:
-        return plan(model, gpu_total_gib=total, num_gpus=count, tensor_parallel_size=int(f["tensor_parallel_size"]),
-                    pipeline_parallel_size=int(f.get("pipeline_parallel_size", 1)),
-                    gpu_memory_utilization=f.get("gpu_memory_utilization"), max_model_len=f.get("max_model_len"),
-                    dtype=f.get("dtype", "auto"), kv_cache_dtype=f.get("kv_cache_dtype", "auto"),
-                    max_num_seqs=f.get("max_num_seqs"), max_num_batched_tokens=f.get("max_num_batched_tokens"),
-                    cpu_offload_gb=f.get("cpu_offload_gb", 0), free_memory_gib=free_gib,
-                    vllm_version=vllm_version, gpu_name=gpu_name, enforce_eager=bool(f.get("enforce_eager")),
-                    block_size=f.get("block_size"), quantization=f.get("quantization"))
 
-    p = run(flags)
-    structural = any(r.startswith(("Total number", "AssertionError", "User-specified", "Free memory"))
-                     for r in p.reasons)
-    if not structural:
-        # Sampler warm-up risk: fewer sequences shrink the profile and the warm-up (never below the floor).
-        while ("max_num_seqs" not in pinned and any("warming up sampler" in w for w in p.warnings)
-               and flags["max_num_seqs"] // 2 >= floor_seqs and flags["max_num_seqs"] > 16):
-            flags["max_num_seqs"] //= 2
-            p = run(flags)
-        if "max_model_len" not in pinned:
-            if p.fits:
-                # Raise while one more rung still leaves room for target_concurrency requests.
-                for length in [n for n in ladder if flags["max_model_len"] < n <= limit] + (
-                        [limit] if limit not in ladder and limit > flags["max_model_len"] else []):
-                    trial = dict(flags, max_model_len=length)
-                    q = run(trial)
-                    if q.fits and q.max_concurrency >= target_conc and _verdict(q) == "fits":
-                        flags, p = trial, q
-                    else:
-                        break
-            else:
-                q, lowered = _lower(run, flags, p, floor_len, floor_seqs, pinned, gpu_name)
-                if q.fits:   # keep the preset's flags when degrading does not help: the reason stays readable
-                    p, flags = q, lowered
-    verdict = _verdict(p)
-    out_flags = {k: v for k, v in flags.items() if not (k == "pipeline_parallel_size" and v == 1)}
-    if out_flags.get("enforce_eager") is False:
-        del out_flags["enforce_eager"]
-    message = _message(verdict, p, gpu_name, count, preset_name)
-    return {"flags": out_flags, "plan": p.to_dict(), "verdict": verdict, "preset": preset_name, "message": message}
+def _tune(run, flags: dict, p: Plan, pinned: dict, target_conc: int, ladder: list, limit: int, floor_len: int,
+          floor_seqs: int, gpu_name: str | None) -> tuple[dict, Plan]:
+    """Fewer sequences while the sampler's warm-up is at risk; then a longer context while target_conc requests
+    still fit, or the degrade steps (_lower) when nothing fits. Pinned flags never move."""
+    # Sampler warm-up risk: fewer sequences shrink the profile and the warm-up (never below the floor).
+    while ("max_num_seqs" not in pinned and any("warming up sampler" in w for w in p.warnings)
+           and flags["max_num_seqs"] // 2 >= floor_seqs and flags["max_num_seqs"] > 16):
+        flags["max_num_seqs"] //= 2
+        p = run(flags)
+    if "max_model_len" in pinned:
+        return flags, p
+    if not p.fits:
+        q, lowered = _lower(run, flags, p, floor_len, floor_seqs, pinned, gpu_name)
+        # keep the preset's flags when degrading does not help: the reason stays readable
+        return (lowered, q) if q.fits else (flags, p)
+    # Raise while one more rung still leaves room for target_concurrency requests.
+    for length in [n for n in ladder if flags["max_model_len"] < n <= limit] + (
+            [limit] if limit not in ladder and limit > flags["max_model_len"] else []):
+        trial = dict(flags, max_model_len=length)
+        q = run(trial)
+        if q.fits and q.max_concurrency >= target_conc and _verdict(q) == "fits":
+            flags, p = trial, q
+        else:
+            break
+    return flags, p
 
 
 def _lower(run, flags: dict, p: Plan, floor_len: int, floor_seqs: int, pinned: dict, gpu_name: str | None):
