@@ -1519,103 +1519,118 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
     """Where the engine was when the error at text[pos:end] happened: phase, confidence, evidence, reached."""
     reached, after, milestone_confidence, milestone_pos = _milestone_before(milestones, pos)
     out = {"phase_reached": reached, "phase": "unknown", "phase_confidence": "none", "phase_evidence": None}
+    placed = (_placed_by_message(text, pos, end, category, kind)
+              or _placed_by_evidence(text, pos, end, category, kind, milestones)
+              or _placed_by_kind(text, pos, end, category, kind))
+    if placed:
+        out.update(phase=placed[0], phase_confidence=placed[1], phase_evidence=placed[2])
+    return out
+
+
+def _placed_by_message(text: str, pos: int, end: int, category: str, kind: str) -> tuple[str, str, str] | None:
+    """(phase, confidence, evidence) that the failure's own message fixes, whatever else the log shows."""
     # V1 re-raises a torch OOM in the sampler warm-up as its own message, printed after the torch one
     sampler = re.search(_WARMING_UP, text[pos: pos + 4000], re.I) if category == "cuda_oom" else None
     if kind == "sampler" or sampler:
         a, b = (pos, end) if kind == "sampler" else (pos + sampler.start(), pos + sampler.end())
-        out.update(phase="sampler_warmup", phase_confidence="high", phase_evidence=_line_at(text, a, b))
-        return out
+        return "sampler_warmup", "high", _line_at(text, a, b)
     if category == "free_memory_below_request":
         phase = "profile_run" if re.match(r"Error\s+in\s+memory\s+profiling", text[pos:end], re.I) else "init"
-        out.update(phase=phase, phase_confidence="high", phase_evidence=_line_at(text, pos, end))
-        return out
+        return phase, "high", _line_at(text, pos, end)
     if (category, kind) in _KIND_PHASES:
         phase, confidence = _KIND_PHASES[category, kind]
-        out.update(phase=phase, phase_confidence=confidence, phase_evidence=_line_at(text, pos, end))
-        return out
+        return phase, confidence, _line_at(text, pos, end)
     if category in _CATEGORY_PHASES and kind not in _PLACED_BY_FRAMES and kind not in _BUILT_WITH_THE_MODEL:
-        out.update(phase=_CATEGORY_PHASES[category], phase_confidence="high", phase_evidence=_line_at(text, pos, end))
-        return out
+        return _CATEGORY_PHASES[category], "high", _line_at(text, pos, end)
+    return None
+
+
+def _placed_by_evidence(text: str, pos: int, end: int, category: str, kind: str,
+                        milestones: list) -> tuple[str, str, str] | None:
+    """(phase, confidence, evidence) from the log around the failure: frames, the milestones reached, the
+    engine's config line, serving lines, the server's shutdown."""
+    reached, after, milestone_confidence, milestone_pos = _milestone_before(milestones, pos)
     phase, frame, confidence = _frames_near(text, pos, end)
     engine_loop = _ENGINE_LOOP_DEAD_RE.search(text, max(0, pos - 3000), end + 4000)
     if phase:
-        out.update(phase=phase, phase_confidence=confidence, phase_evidence=frame)
-    elif forward := _forward_while_constructing(text, pos):
+        return phase, confidence, frame
+    if forward := _forward_while_constructing(text, pos):
         # the model's forward inside the engine's construction (LLM.__init__, from_engine_args), no capture frame: the
         # one forward start-up runs before the KV cache is sized is the profiling run
-        out.update(phase="profile_run", phase_confidence="low", phase_evidence=forward)
-    elif category == "port_in_use" and after == "serving" and not _served_before(text, milestones, pos):
+        return "profile_run", "low", forward
+    if category == "port_in_use" and after == "serving" and not _served_before(text, milestones, pos):
         # uvicorn binds its socket after the app's start-up ("Application startup complete", then the bind error,
         # then "Application shutdown"): a server that never bound never served
-        out.update(phase="init", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
-    elif engine_loop:
+        return "init", "medium", _line_at(text, pos, end)
+    if engine_loop:
         # the engine's serving loop died: it only runs once start-up is over
-        out.update(phase="serving", phase_confidence="medium",
-                   phase_evidence=_line_at(text, engine_loop.start(), engine_loop.end()))
-    elif after == "graph_capture" and reached == "kv_cache_allocated" and _EAGER_RE.search(text, 0, pos):
+        return "serving", "medium", _line_at(text, engine_loop.start(), engine_loop.end())
+    if after == "graph_capture" and reached == "kv_cache_allocated" and _EAGER_RE.search(text, 0, pos):
         # the engine's config says eager mode: no CUDA graph is captured, the cache allocation comes next
-        out.update(phase="kv_cache_allocation", phase_confidence="low",
-                   phase_evidence=_line_at(text, milestone_pos, milestone_pos + 1))
-    elif after:
-        out.update(phase=after, phase_confidence=milestone_confidence,
-                   phase_evidence=_line_at(text, milestone_pos, milestone_pos + 1))
-    elif category == "unknown" and _PROMPT_TOO_LONG_RE.search(text, pos, end):
+        return "kv_cache_allocation", "low", _line_at(text, milestone_pos, milestone_pos + 1)
+    if after:
+        return after, milestone_confidence, _line_at(text, milestone_pos, milestone_pos + 1)
+    if category == "unknown" and _PROMPT_TOO_LONG_RE.search(text, pos, end):
         # a request's prompt checked against max_model_len as it arrives, whatever start-up lines a paste puts after it
-        out.update(phase="serving", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
-    elif pos < _PASTED_FIRST and _milestone_after(text, end, milestones):
+        return "serving", "medium", _line_at(text, pos, end)
+    if pos < _PASTED_FIRST and _milestone_after(text, end, milestones):
         # the error line heads the excerpt and start-up lines follow it: pasted first, or Ray printing its workers'
         # deduplicated lines late ("[repeated 7x across cluster]")
         start, _, phase, _ = _milestone_after(text, end, milestones)
-        out.update(phase=phase, phase_confidence="low", phase_evidence=_line_at(text, start, start + 1))
-    elif re.search(r"Waiting\s+for\s+application\s+shutdown|Application\s+shutdown\s+complete|"
+        return phase, "low", _line_at(text, start, start + 1)
+    if re.search(r"Waiting\s+for\s+application\s+shutdown|Application\s+shutdown\s+complete|"
                    r"output_handler\s+failed", text[end:end + 4000], re.I):
         # the API server only starts (and so only shuts down) after the engine finished starting up
-        out.update(phase="serving", phase_confidence="medium",
-                   phase_evidence=_line_at(text, end, end + 1))
-    elif category == "unknown" and (placed := _unknown_placed(text, pos, end)):
-        out.update(phase=placed[0], phase_confidence=placed[1], phase_evidence=_line_at(text, pos, end))
-    elif category == "unknown" and _IMPORT_ERROR_RE.match(text, pos) and _imported_at_module_level(text, pos):
+        return "serving", "medium", _line_at(text, end, end + 1)
+    if category == "unknown" and (placed := _unknown_placed(text, pos, end)):
+        return placed[0], placed[1], _line_at(text, pos, end)
+    if category == "unknown" and _IMPORT_ERROR_RE.match(text, pos) and _imported_at_module_level(text, pos):
         # an import that fails at module level (the frames above are all `<module>`): the program stopped while it was
         # being imported, before any engine argument was read
-        out.update(phase="init", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
-    elif kind in _BUILT_WITH_THE_MODEL:
+        return "init", "medium", _line_at(text, pos, end)
+    return None
+
+
+def _placed_by_kind(text: str, pos: int, end: int, category: str, kind: str) -> tuple[str, str, str] | None:
+    """(phase, confidence, evidence) where the log shows nothing but the failure: where its kind is raised."""
+    if kind in _BUILT_WITH_THE_MODEL:
         # raised as the model's layers are built with their weights: the quantized layers' create_weights, a model
         # class's own assert on its heads or its checkpoint's version, the compressed-tensors config picking each
         # layer's scheme, a parallel layer's divide() of a dimension over the ranks
-        out.update(phase="model_loading", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
-    elif category == "config_rejected" and kind == "backend":
+        return "model_loading", "medium", _line_at(text, pos, end)
+    if category == "config_rejected" and kind == "backend":
         # V1 picks the attention backend when the model's attention layers are built (Attention.__init__)
-        out.update(phase="model_loading", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
-    elif category == "nccl_error" and kind == "connect":
+        return "model_loading", "low", _line_at(text, pos, end)
+    if category == "nccl_error" and kind == "connect":
         # the ranks meet once, when the process group is formed at worker start
-        out.update(phase="init", phase_confidence="high", phase_evidence=_line_at(text, pos, end))
-    elif category == "nccl_error" and kind == "timeout" and _first_collective(text, pos, end):
+        return "init", "high", _line_at(text, pos, end)
+    if category == "nccl_error" and kind == "timeout" and _first_collective(text, pos, end):
         # the group's very first collective never completed: the warm-up all-reduce of a communicator at worker start
-        out.update(phase="init", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
-    elif category == "nccl_error" and kind == "timeout" and _late_collective(text, pos, end):
+        return "init", "low", _line_at(text, pos, end)
+    if category == "nccl_error" and kind == "timeout" and _late_collective(text, pos, end):
         # the watchdog names the collective's sequence number: start-up runs some thousands, serving millions
-        out.update(phase="serving", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
-    elif (category == "nccl_error" and kind != "timeout") or (category == "shm_too_small" and kind in ("nccl", "ray")):
+        return "serving", "low", _line_at(text, pos, end)
+    if (category == "nccl_error" and kind != "timeout") or (category == "shm_too_small" and kind in ("nccl", "ray")):
         # no frame and no milestone: NCCL's communicators (and their /dev/shm segments) are created and warmed up
         # with a first all-reduce at worker start (init_device), where most NCCL errors surface; a hang comes later
-        out.update(phase="init", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
-    elif category == "unsupported_dtype_or_gpu" and kind == "torchao":
+        return "init", "low", _line_at(text, pos, end)
+    if category == "unsupported_dtype_or_gpu" and kind == "torchao":
         # torchao quantizes the weights as they are loaded
-        out.update(phase="model_loading", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
-    elif category == "unsupported_dtype_or_gpu" and kind == "kernel" and (
+        return "model_loading", "low", _line_at(text, pos, end)
+    if category == "unsupported_dtype_or_gpu" and kind == "kernel" and (
             m := _FORWARD_FRAME_RE.search(text, max(0, pos - 6000), pos)):
         # the missing kernel was the model's own forward (a layer's apply/forward frame above the error): its first
         # forward pass is the profiling run, before any request could be served
-        out.update(phase="profile_run", phase_confidence="low", phase_evidence=_line_at(text, m.start(), m.end()))
-    elif category == "unsupported_dtype_or_gpu" and kind == "kernel":
+        return "profile_run", "low", _line_at(text, m.start(), m.end())
+    if category == "unsupported_dtype_or_gpu" and kind == "kernel":
         # a torch build without this GPU's architecture fails at its first kernel, at device init; a vLLM build
         # without it fails later, at its own first kernel (profiling), where frames or milestones say so
-        out.update(phase="init", phase_confidence="low", phase_evidence=_line_at(text, pos, end))
-    elif category in ("unsupported_dtype_or_gpu", "port_in_use", "driver_mismatch_or_no_driver") and \
+        return "init", "low", _line_at(text, pos, end)
+    if category in ("unsupported_dtype_or_gpu", "port_in_use", "driver_mismatch_or_no_driver") and \
             kind not in ("kernel", "smem", "arch", "triton_old", "torchao", "triton_mma"):
         # raised while the engine is configured, finds its GPUs or binds its port, before any weight is loaded
-        out.update(phase="init", phase_confidence="medium", phase_evidence=_line_at(text, pos, end))
-    return out
+        return "init", "medium", _line_at(text, pos, end)
+    return None
 
 
 # The engine being constructed: the offline LLM's __init__, an engine's from_engine_args (V0 and V1)
@@ -1808,21 +1823,7 @@ def _diagnose(text) -> Diagnosis:
     if not norm.strip():
         return _with_action(Diagnosis("unknown", "Empty log: nothing to diagnose", {}, "Collect the service log "
                                       "(journalctl -u UNIT or docker logs CONTAINER) from its start.", None, "low"))
-    matches = []
-    for order, rule in enumerate(RULES):
-        m = rule.pattern.search(norm)
-        if m and not (rule.kind == "triton" and _NOT_CUDA_RE.search(norm)):
-            matches.append((rule.tier, m.start(), order, rule, m))
-    strong = sorted((x for x in matches if x[0] == 2), key=lambda x: (x[1], x[2]))
-    weak = sorted((x for x in matches if x[0] == 1), key=lambda x: (-x[1], x[2]))
-    chosen = strong[0] if strong else (weak[0] if weak else None)
-
-    if chosen is not None and chosen[3].category == "nccl_error":
-        # NCCL reports the failed system call in its own detail ("Last error: ... /dev/shm ..."): that is the cause.
-        # So does HCCL (the collective's "function error" first, then why: its port was taken)
-        detail = [x for x in strong if x[3].category in ("shm_too_small", "port_in_use") and abs(x[1] - chosen[1]) < 3000]
-        chosen = detail[0] if detail else chosen
-
+    chosen = _first_rule(norm)
     milestones = _milestones(norm)
     if chosen is None:
         raw = _raw(text)  # the lines with their headers, which normalise() strips
@@ -1854,26 +1855,7 @@ def _diagnose(text) -> Diagnosis:
         loc.update(_endpoint_logged(text, norm))
     if category == "cuda_oom":
         tail = norm[pos: pos + 1500]
-        if m.groupdict().get("tried") is not None:
-            figures["tried_to_allocate_gib"] = _gib(m.group("tried"), m.group("tried_unit"))
-            figures.pop("tried", None)
-        else:
-            t = re.search(r"Tried\s+to\s+allocate\s+([\d.]+)\s*([KMG]iB)", tail, re.I)
-            if t:
-                figures["tried_to_allocate_gib"] = _gib(t.group(1), t.group(2))
-        for detail in _OOM_DETAIL_RES:
-            d = detail.search(tail)
-            if d:
-                figures["total_gib"] = _gib(d.group("total"), d.group("total_unit"))
-                figures["free_gib"] = _gib(d.group("free"), d.group("free_unit"))
-                figures["gpu_index"] = int(d.group("gpu"))
-                break
-        other = _OTHER_PROCESS_RE.search(tail)
-        if other:
-            figures["process_memory_gib"] = _gib(other.group(2), other.group(3))
-        shared = [_gib(p.group(2), p.group(3)) for p in _OTHER_PROCESS_RE.finditer(tail)]
-        if len(shared) > 1:
-            figures["gpu_processes_gib"] = shared
+        _oom_figures(m, tail, figures)
         if loc["phase"] == "unknown":
             loc.update(_weights_too_big(norm, figures, tail))
         category, where = _OOM_CATEGORY.get(loc["phase"], ("cuda_oom", ""))
@@ -1898,6 +1880,50 @@ def _diagnose(text) -> Diagnosis:
         confidence = "medium"
     return _with_action(Diagnosis(category, summary, figures, fix, _line_at(norm, m.start(), m.end()), confidence,
                                   **loc))
+
+
+def _first_rule(norm: str):
+    """(tier, position, order, rule, match) of the rule that names the failure, or None: the earliest strong
+    (tier 2) match, else the latest weak one; a collective's error yields to a /dev/shm or port detail near it."""
+    matches = []
+    for order, rule in enumerate(RULES):
+        m = rule.pattern.search(norm)
+        if m and not (rule.kind == "triton" and _NOT_CUDA_RE.search(norm)):
+            matches.append((rule.tier, m.start(), order, rule, m))
+    strong = sorted((x for x in matches if x[0] == 2), key=lambda x: (x[1], x[2]))
+    weak = sorted((x for x in matches if x[0] == 1), key=lambda x: (-x[1], x[2]))
+    chosen = strong[0] if strong else (weak[0] if weak else None)
+    if chosen is not None and chosen[3].category == "nccl_error":
+        # NCCL reports the failed system call in its own detail ("Last error: ... /dev/shm ..."): that is the cause.
+        # So does HCCL (the collective's "function error" first, then why: its port was taken)
+        detail = [x for x in strong if x[3].category in ("shm_too_small", "port_in_use") and abs(x[1] - chosen[1]) < 3000]
+        chosen = detail[0] if detail else chosen
+    return chosen
+
+
+def _oom_figures(m: re.Match, tail: str, figures: dict) -> None:
+    """The figures an out-of-memory message gives: what it tried to allocate, the GPU's total and free memory,
+    this process's use and the other processes' on the GPU."""
+    if m.groupdict().get("tried") is not None:
+        figures["tried_to_allocate_gib"] = _gib(m.group("tried"), m.group("tried_unit"))
+        figures.pop("tried", None)
+    else:
+        t = re.search(r"Tried\s+to\s+allocate\s+([\d.]+)\s*([KMG]iB)", tail, re.I)
+        if t:
+            figures["tried_to_allocate_gib"] = _gib(t.group(1), t.group(2))
+    for detail in _OOM_DETAIL_RES:
+        d = detail.search(tail)
+        if d:
+            figures["total_gib"] = _gib(d.group("total"), d.group("total_unit"))
+            figures["free_gib"] = _gib(d.group("free"), d.group("free_unit"))
+            figures["gpu_index"] = int(d.group("gpu"))
+            break
+    other = _OTHER_PROCESS_RE.search(tail)
+    if other:
+        figures["process_memory_gib"] = _gib(other.group(2), other.group(3))
+    shared = [_gib(p.group(2), p.group(3)) for p in _OTHER_PROCESS_RE.finditer(tail)]
+    if len(shared) > 1:
+        figures["gpu_processes_gib"] = shared
 
 
 def _profiling_saw_nothing(norm: str, m: re.Match, figures: dict, loc: dict) -> Diagnosis:
