@@ -314,6 +314,9 @@ RULES: list[_Rule] = [
     # a worker process of the engine died (V1's multiproc executor: "Worker proc VllmWorker-3 died unexpectedly,
     # shutting down executor."; Ray's "The actor died unexpectedly before finishing this task" for a RayWorker): a rank
     # is gone. Weak: the cause it died of, where the log shows one (an OOM, NCCL), wins.
+    # V1's executor told a worker died, and the worker's own traceback cut by the kernel's SIGKILL ("Killed": the host's
+    # OOM killer, a container limit): the rank is gone with no error of its own
+    _rule("lost_rank", r"fatal\s+signal\s+from\s+worker\s+processes[\s\S]{0,3000}?(?m:^)\s*Killed\s*$", kind="killed"),
     _rule("lost_rank", r"Worker\s+proc\s+\S+\s+died\s+unexpectedly|The\s+actor\s+died\s+unexpectedly\s+before\s+finishing|"
                        r"The\s+actor\s+is\s+dead\s+because\s+its\s+worker\s+process\s+has\s+died", tier=1, kind="worker"),
     _rule("nccl_error",
@@ -389,6 +392,8 @@ RULES: list[_Rule] = [
           # supported config format found in <model>", 0.7.3+ "Could not detect config format for no config file found")
           r"No\s+supported\s+config\s+format\s+found\s+in|Could\s+not\s+detect\s+config\s+format\s+for\s+no\s+config\s+file|"
           r"We\s+couldn'?t\s+connect\s+to\s+'https://huggingface\.co'|"
+          # requests' own words when the Hub cannot be reached (no network, a proxy): the model cannot be fetched
+          r"HTTPSConnectionPool\(host='(?:huggingface\.co|hf-mirror\.com|[\w.-]*\.hf\.co)',\s*port=\d+\):\s*Max\s+retries|"
           r"Cannot\s+find\s+the\s+requested\s+files\s+in\s+the\s+(?:local\s+|disk\s+)?cache|"
           r"Can'?t\s+load\s+the\s+(?:configuration|config|tokenizer)\s+(?:of|for)\s+'|"
           r"Cannot\s+find\s+an\s+appropriate\s+cached\s+snapshot\s+folder|"
@@ -451,6 +456,16 @@ RULES: list[_Rule] = [
     _rule("model_not_supported", r"There\s+is\s+no\s+module\s+or\s+parameter\s+named\s+'(?P<weight>[^'\n]{1,120})'\s+in\s+"
                                  r"(?P<model_class>\w+)|Following\s+weights\s+were\s+not\s+initialized\s+from\s+checkpoint",
           kind="weights"),
+    # a table of kernels keyed by platform with no entry for this one (quantization/kernels/scaled_mm:
+    # "_POSSIBLE_KERNELS[current_platform._enum]" -> "KeyError: <PlatformEnum.HPU: 4>"): no kernel for this accelerator
+    _rule("unsupported_dtype_or_gpu", r"KeyError:\s*<PlatformEnum\.\w+", kind="platform_kernel"),
+    # a bare KeyError naming a checkpoint tensor ('model.layers.3.mlp.gate.qweight', '...weight_scale_inv'), raised as
+    # the loader looks it up among the model's parameters (params_dict[name]): this vLLM does not load the checkpoint's
+    # variant (a quantization of a layer, an MoE or vision part it names otherwise). Ten of the fifteen such threads the
+    # blind rounds drew concluded so (model_not_supported), five that the checkpoint was saved with other names
+    # (unknown). Weak: a stronger reading elsewhere in the log wins.
+    _rule("model_not_supported", r"KeyError:\s*['\"](?P<weight>(?:[\w-]+\.)+\w*?(?:weight|bias|qweight|qzeros|scales?|g_idx|"
+                                 r"zero_point|weight_packed|weight_shape)\w*)['\"]", tier=1, kind="weight_key"),
     # the model's class cannot be split into pipeline stages (vLLM's list of PP-capable architectures)
     _rule("model_not_supported", r"Pipeline\s+parallelism\s+is\s+only\s+supported\s+for\s+the\s+following\s+architectures",
           kind="pp"),
@@ -822,6 +837,12 @@ def _fix_driver_mismatch_or_no_driver(f: dict, where: str, kind: str) -> tuple[s
 
 def _fix_lost_rank(f: dict, where: str, kind: str) -> tuple[str, str]:
     """A peer rank of a multi-node instance went away, or a worker process of the engine died."""
+    if kind == "killed":
+        return ("A worker process of the engine (one tensor- or pipeline-parallel rank) was killed (SIGKILL), and the "
+                "engine stops with it",
+                "SIGKILL with no error of its own is almost always the host's OOM killer or the container's memory "
+                "limit: read `dmesg` / `journalctl -k` for 'Out of memory: Killed process', then give the node or "
+                "container more RAM (or load fewer weights into host memory at once), then restart the instance.")
     if kind == "worker":
         return ("A worker process of the engine (one tensor- or pipeline-parallel rank) died, and the engine stops with it",
                 "Find why it died in the lines above it or the host's log (the kernel's OOM killer in `dmesg`, a "
@@ -920,6 +941,12 @@ def _fix_model_not_supported(f: dict, where: str, kind: str) -> tuple[str, str]:
                 "Leave the layers of that shape unquantized in the checkpoint (a vision tower or resampler: "
                 "quantization_config modules_to_not_convert), or a --tensor-parallel-size whose split is a multiple of "
                 "the tile, or another kernel (--quantization awq / gptq instead of the *_marlin one).")
+    if kind == "weight_key":
+        return (f"The loader found no parameter for the checkpoint's tensor {f.get('weight', '')!r}".replace(" ''", ""),
+                "This vLLM does not load this variant of the model (a quantized layer, an MoE or vision part it names "
+                "otherwise): upgrade vLLM (support for a quantization of a model family often comes later than the "
+                "family), or serve a checkpoint quantized as vLLM's list for the model says; a checkpoint converted or "
+                "merged by a training tool may keep its own names: re-export it with Hugging Face's.")
     if kind == "weights":
         cls = f" ({f['model_class']})" if f.get("model_class") else ""
         return (f"The checkpoint's weights do not match the model class vLLM built for it{cls}",
@@ -1005,6 +1032,11 @@ def _fix_unsupported_dtype_or_gpu(f: dict, where: str, kind: str) -> tuple[str, 
                 "~100 KiB per block).")
     if kind in ("too_old", "triton_old"):
         return _gpu_too_old(f)
+    if kind == "platform_kernel":
+        return ("This vLLM has no kernel for the quantization on this accelerator (its kernel table has no entry for "
+                "the platform)",
+                "Serve a checkpoint whose quantization this platform's vLLM plugin supports (its list of quantization "
+                "methods), or upgrade the plugin, or serve the unquantized model.")
     if kind == "ascend":
         what = (f"This Ascend chip (SoC version {f['soc_version']}) is not one this vllm-ascend supports"
                 if f.get("soc_version") else
@@ -1277,6 +1309,9 @@ _KIND_PHASES = {
     ("cuda_oom", "load_model"): ("model_loading", "high"),
     # the weight loader's own refusal
     ("model_not_supported", "weights"): ("model_loading", "high"),
+    ("model_not_supported", "weight_key"): ("model_loading", "medium"),
+    # the linear layers pick their kernel as they are built with their weights (create_weights)
+    ("unsupported_dtype_or_gpu", "platform_kernel"): ("model_loading", "medium"),
     # a quantized kernel's shape check as the layer is built
     ("model_not_supported", "kernel_shape"): ("model_loading", "high"),
     # NCCL refusing CUDA-graph capture says its step
@@ -2018,6 +2053,8 @@ _GPU_WORDS = (r"(?:compute\s+capabilit|CUDA\s+capabilit|\bcapability\s*[:=<>(]|\
               r"CUDA_ARCH|\bCUDA\s*>=\s*\d|\b(?:Ampere|Hopper|Volta|Turing|Pascal|Blackwell|Maxwell|Kepler)\b|"
               r"\b(?:V100|T4|P40|P100|K80|A10G?|L4|GTX\s*\d{3,4}|RTX\s*\d{4})\b|"
               r"\b(?:this|current|your)\s+(?:GPU|device)s?\b|\bin\s+this\s+architecture\b|"
+              # a GPU architecture by name (ROCm's gfx targets: "One of GPU archs of ['gfx1201'] is ... not supported")
+              r"\bGPU\s+archs?\b|\bgfx\d{3,4}[a-z]?\b|"
               # another accelerator or platform as the limit ("... is not supported on XPU", "... for the ROCm platform")
               r"\b(?:on|for|with)\s+(?:the\s+)?(?:current\s+)?(?:NPUs?|XPUs?|HPUs?|TPUs?|ROCm|AMD\s+GPUs?|Ascend|"
               r"Gaudi\d?|MPS|Apple\s+silicon)\b)")
@@ -2051,7 +2088,9 @@ _FAMILIES = (
         r"\b(?:GPU|CUDA|NPU|XPU|HPU|HIP|MPS|device|VRAM|HBM)\b[^\n]{0,60}?(?:out\s+of\s+memory|\bOOM\b|"
         r"memory\s+(?:is\s+)?(?:exhausted|insufficient|full)|insufficient\s+memory)|"
         r"(?:out\s+of|insufficient|not\s+enough)\s+(?:GPU|device|NPU|XPU|HPU|VRAM|HBM)\s+memory|"
-        r"failed\s+to\s+allocate\s+(?:\d+\s+\w+\s+(?:of\s+)?)?(?:GPU|device|NPU|XPU|HPU)\s+memory", re.I), None),
+        r"failed\s+to\s+allocate\s+(?:\d+\s+\w+\s+(?:of\s+)?)?(?:GPU|device|NPU|XPU|HPU)\s+memory|"
+        # Ascend's runtime: "alloc device memory failed, runtime result = 207001"
+        r"alloc(?:ate)?\s+device\s+memory\s+failed", re.I), None),
     ("port_in_use", re.compile(r"failed\s+to\s+(?:listen|bind)\b|could\s+not\s+bind|address\s+(?:is\s+)?already\s+in\s+"
                                r"use|EADDRINUSE|port\s+\d+\s+is\s+(?:already\s+)?in\s+use", re.I), None),
     ("nccl_error", re.compile(r"(?:\b(?:NCCL|RCCL|HCCL|oneCCL|XCCL|BKCL|Gloo)\b|(?-i:\bHccl[A-Z]\w*))[^\n]{0,120}?"
@@ -2107,8 +2146,11 @@ def _engine_arg_names() -> frozenset:
 
 @functools.lru_cache(maxsize=1)
 def _spelled_arg_re() -> re.Pattern:
-    """The engine's arguments of three words or more as prose spells them ("tensor parallel size")."""
-    spelled = sorted((n for n in _engine_arg_names() if n.count("_") >= 2), key=len, reverse=True)
+    """The engine's arguments of three words or more as prose spells them ("tensor parallel size"), and the features
+    of two words or more that an --enable-/--disable- argument switches ("prefix caching", "sliding window")."""
+    names = _engine_arg_names()
+    features = {n.split("_", 1)[1] for n in names if n.startswith(("enable_", "disable_")) and n.count("_") >= 2}
+    spelled = sorted((n for n in names | features if n.count("_") >= 2 or n in features), key=len, reverse=True)
     return re.compile(r"\b(?:" + "|".join(n.replace("_", r"[\s_-]") for n in spelled) + r")\b", re.I) if spelled \
         else re.compile(r"(?!)")
 
@@ -2123,7 +2165,13 @@ def _names_an_engine_arg(message: str) -> bool:
     if _ENGINE_ARG_RE.search(message) or _PARALLELISM_RE.search(message):
         return True
     words = set(re.findall(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b", message))
-    return bool(words & (_engine_arg_names() | _LAYOUT_NAMES)) or bool(_spelled_arg_re().search(message))
+    return bool(words & (_engine_arg_names() | _LAYOUT_NAMES)) or bool(_spelled_arg_re().search(message)) \
+        or bool(_VLLM_ENV_RE.search(message))
+
+
+# one of vLLM's environment variables, set ("VLLM_USE_V1=1 is not supported with device type=cpu"): the engine's
+# configuration as much as an argument is
+_VLLM_ENV_RE = re.compile(r"\bVLLM_[A-Z0-9_]{3,}\b")
 
 
 _LOG_RECORD_RE = re.compile(r"\b(?:INFO|WARNING|WARN|DEBUG)\b|with\s+config:|non-default\s+args")

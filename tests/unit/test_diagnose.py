@@ -1599,8 +1599,9 @@ _KERNEL = ("RuntimeError: CUDA error: no kernel image is available for execution
     # the missing kernel is a layer's forward: the first forward pass is the profiling run (blind6 006)
     ('  File "/x/vllm/model_executor/layers/linear.py", line 135, in apply\n    return F.linear(x, layer.weight, bias)\n'
      + _KERNEL, "unsupported_dtype_or_gpu", "profile_run", None),
-    # a checkpoint tensor name missing from the model's parameters (blind6 017); CUDA touched before a fork (blind6 022)
-    ("[rank0]: KeyError: 'layers.60.mlp.gate_up_proj.weight'", "unknown", "model_loading", None),
+    # a checkpoint tensor name missing from the model's parameters (blind6 017: unknown by its collector; since round
+    # 15 a variant this vLLM does not load, as most such threads concluded); CUDA touched before a fork (blind6 022)
+    ("[rank0]: KeyError: 'layers.60.mlp.gate_up_proj.weight'", "model_not_supported", "model_loading", None),
     ("RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use the "
      "'spawn' start method", "unknown", "init", None),
     # near misses: a bare kernel error keeps its device-init reading; a KeyError that names no tensor; a model's forward
@@ -1999,4 +2000,42 @@ def test_marlin_shape_names_the_dimension_it_read():
      "(00000002:kIOGPUCommandBufferCallbackErrorTimeout)", "unknown", "unknown", None),
 ])
 def test_round14_wordings(log, category, phase, word):
+    _diagnosed_as(log, category, phase, word)
+
+
+@pytest.mark.parametrize("log,category,phase,word", [
+    # the Hub unreachable in requests' words (blind15 007): the model cannot be fetched
+    ("requests.exceptions.ConnectionError: (MaxRetryError(\"HTTPSConnectionPool(host='huggingface.co', port=443): Max "
+     "retries exceeded with url: /api/models/org/m/revision/main (Caused by NewConnectionError('<urllib3.connection."
+     "HTTPSConnection object at 0x7f>: Failed to establish a new connection: [Errno 101] Network is unreachable'))\")",
+     "model_not_found_or_auth", "init", "HF_HUB_OFFLINE"),
+    # a GPU architecture by name refused (blind15 114), Ascend's runtime out of device memory (201), a kernel table
+    # with no entry for the platform (205)
+    ("    assert all(\nAssertionError: One of GPU archs of ['gfx1201'] is invalid or not supported",
+     "unsupported_dtype_or_gpu", "init", None),
+    ("(EngineCore_DP0 pid=553) EL0004: [PID: 553] Failed to allocate memory.\n(EngineCore_DP0 pid=553)         alloc "
+     "device memory failed, runtime result = 207001[FUNC:ReportCallError]", "cuda_oom", "unknown", None),
+    ('  File "vllm/model_executor/layers/quantization/kernels/scaled_mm/__init__.py", line 57, in '
+     "choose_scaled_mm_linear_kernel\n    for kernel in _POSSIBLE_KERNELS[current_platform._enum]:\n"
+     "KeyError: <PlatformEnum.HPU: 4>", "unsupported_dtype_or_gpu", "model_loading", "quantization"),
+    # one of vLLM's environment variables refused (blind15 011); a feature an --enable- flag switches, in prose (004)
+    ("INFO [__init__.py:243] Automatically detected platform cpu.\n"
+     "NotImplementedError: VLLM_USE_V1=1 is not supported with device type=cpu.", "config_rejected", "init", None),
+    ("NotImplementedError: Sliding window is not allowed with prefix caching enabled!", "config_rejected", "init", None),
+    # a worker the kernel killed (blind15 111): the rank is gone, the fix points at the OOM killer
+    ("CRITICAL 05-07 19:18:17 [core_client.py:359] Got fatal signal from worker processes, shutting down. See stack "
+     "trace above for root cause issue.\n(VllmWorker rank=0 pid=2) Traceback (most recent call last):\nKilled",
+     "lost_rank", "unknown", "dmesg"),
+    # a KeyError naming a checkpoint tensor (blind15 107, 109, 115, 203): a variant this vLLM does not load
+    ("ERROR 02-05 02:55:25 [core.py:842] KeyError: 'layers.0.mlp.experts.w2_weight_scale_inv'",
+     "model_not_supported", "model_loading", "upgrade vLLM"),
+    # near misses: a KeyError that names no tensor; the executor's fatal signal without the kill; a sliding-window
+    # refusal that names the model stays the model's; an environment variable named without a refusal
+    ("KeyError: 'rope_type'", "unknown", "init", None),
+    ("CRITICAL 05-07 19:18:17 [core_client.py:359] Got fatal signal from worker processes, shutting down. See stack "
+     "trace above for root cause issue.", "unknown", "unknown", None),
+    ("ValueError: Sliding window attention is not supported for this model", "model_not_supported", "init", None),
+    ("ValueError: VLLM_ATTENTION_BACKEND is set to FLASHINFER but FlashInfer is not installed", "unknown", "init", None),
+])
+def test_round15_wordings(log, category, phase, word):
     _diagnosed_as(log, category, phase, word)
