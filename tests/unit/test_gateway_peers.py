@@ -133,7 +133,12 @@ def test_a_budget_spent_through_one_gateway_is_refused_through_the_other(tmp_pat
             assert time.monotonic() < deadline, "gw1 never learnt gw2's counters"
             time.sleep(0.1)
         assert "100 of 100" in body["error"]["message"], body
-        assert "(remote,active)" in admin(gw1, "show peers") and "(remote,active)" in admin(gw2, "show peers")
+        # each names the other as an active remote peer; a session HAProxy renews under load (heartbeat, resync) may
+        # read otherwise for a moment, so the state is awaited, not sampled once
+        deadline = time.monotonic() + 10
+        while not all("(remote,active)" in admin(gw, "show peers") for gw in (gw1, gw2)):
+            assert time.monotonic() < deadline, (admin(gw1, "show peers"), admin(gw2, "show peers"))
+            time.sleep(0.1)
 
 
 def test_the_rendered_peers_section_names_one_host_alone_or_every_host_of_the_group(tmp_path):
