@@ -213,16 +213,15 @@ def plan_waves(replicas: list[dict[str, Any]], *, max_unavailable: Any = 1, cana
     candidates = [r["id"] for r in replicas if r["changed"] and r["up"]]
     chosen = _named_canaries(canary_list, by_id, candidates)
     room = _Room(by_model, starting, totals, allowed, go_dark, max_unavailable)
-    position = {rid: i for i, rid in enumerate(by_id)}
-    room.already_out.sort(key=position.__getitem__)
-    room.skipped.sort(key=lambda s: position[s["id"]])
+    # in input order: the changed replicas out of rotation it starts first, and those it cannot reach
+    already_out = [rid for rid in by_id if rid in starting]
+    skipped = [_skip(r) for r in replicas if r["changed"] and not r["up"] and r["id"] not in starting]
     blocked_ids = {b["id"] for b in room.blocked}
     schedule = [by_id[i] for i in candidates if i not in blocked_ids]
 
     canary_wave = _canary_wave(schedule, changed_models, chosen, by_id) if canary else []
     in_canary = set(canary_wave)
     rest = [r for r in schedule if r["id"] not in in_canary]
-    already_out = room.already_out
     waves = ([list(already_out)] if already_out else []) + ([canary_wave] if canary_wave else []) \
         + _pack(rest, room.cap)
 
@@ -230,7 +229,7 @@ def plan_waves(replicas: list[dict[str, Any]], *, max_unavailable: Any = 1, cana
     return {
         "waves": waves,
         "canary": canary_wave,
-        "skipped": room.skipped,
+        "skipped": skipped,
         "blocked": room.blocked,
         "dark": _dark(waves, by_id, starting, room.up_count, totals),
         "budget": allowed,
@@ -268,15 +267,12 @@ def _named_canaries(canary_list: list[str], by_id: dict[str, dict[str, Any]], ca
 
 class _Room:
     """Per changed model: how many up replicas one wave may take out of rotation (`cap`), how many are in
-    rotation once the first wave started the ones that serve nothing (`up_count`); the changed replicas
-    the deploy cannot reach (`skipped`), those that cannot roll within the rules (`blocked`), and those
-    out of rotation it starts first (`already_out`)."""
+    rotation once the first wave started the ones that serve nothing (`up_count`), and the changed replicas
+    that cannot roll within the rules (`blocked`)."""
 
     def __init__(self, by_model: dict[str, list[dict[str, Any]]], starting: set[str], totals: dict[str, int],
                  allowed: dict[str, int], go_dark: set[str], max_unavailable: Any):
-        self.skipped: list[dict[str, str]] = []
         self.blocked: list[dict[str, str]] = []
-        self.already_out: list[str] = []
         self.cap: dict[str, int] = {}
         self.up_count: dict[str, int] = {}
         for model in totals:
@@ -286,8 +282,6 @@ class _Room:
             self.up_count[model] = len(up)
             exempt = model in go_dark or totals[model] == 1
             self.cap[model] = allowed[model] if exempt else min(allowed[model], len(up) - 1)
-            self.already_out.extend(r["id"] for r in reps if r["id"] in starting)
-            self.skipped.extend(_skip(r) for r in down if r["changed"])
             changed_up = [r for r in up if r["changed"] and r["id"] not in starting]
             if changed_up and self.cap[model] <= 0:
                 why = _blocked_why(model, up, down, totals[model], budget_for(max_unavailable, totals[model]),
