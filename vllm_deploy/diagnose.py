@@ -461,8 +461,8 @@ RULES: list[_Rule] = [
     _rule("unsupported_dtype_or_gpu", r"KeyError:\s*<PlatformEnum\.\w+", kind="platform_kernel"),
     # a bare KeyError naming a checkpoint tensor ('model.layers.3.mlp.gate.qweight', '...weight_scale_inv'), raised as
     # the loader looks it up among the model's parameters (params_dict[name]): this vLLM does not load the checkpoint's
-    # variant (a quantization of a layer, an MoE or vision part it names otherwise). Ten of the fifteen such threads the
-    # blind rounds drew concluded so (model_not_supported), five that the checkpoint was saved with other names
+    # variant (a quantization of a layer, an MoE or vision part it names otherwise). Nine of the sixteen such threads
+    # the blind rounds drew concluded so (model_not_supported), seven that the checkpoint was saved with other names
     # (unknown). Weak: a stronger reading elsewhere in the log wins.
     _rule("model_not_supported", r"KeyError:\s*['\"](?P<weight>(?:[\w-]+\.)+\w*?(?:weight|bias|qweight|qzeros|scales?|g_idx|"
                                  r"zero_point|weight_packed|weight_shape)\w*)['\"]", tier=1, kind="weight_key"),
@@ -942,7 +942,8 @@ def _fix_model_not_supported(f: dict, where: str, kind: str) -> tuple[str, str]:
                 "quantization_config modules_to_not_convert), or a --tensor-parallel-size whose split is a multiple of "
                 "the tile, or another kernel (--quantization awq / gptq instead of the *_marlin one).")
     if kind == "weight_key":
-        return (f"The loader found no parameter for the checkpoint's tensor {f.get('weight', '')!r}".replace(" ''", ""),
+        tensor = f" {f['weight']!r}" if f.get("weight") else ""
+        return (f"The loader found no parameter for the checkpoint's tensor{tensor}",
                 "This vLLM does not load this variant of the model (a quantized layer, an MoE or vision part it names "
                 "otherwise): upgrade vLLM (support for a quantization of a model family often comes later than the "
                 "family), or serve a checkpoint quantized as vLLM's list for the model says; a checkpoint converted or "
@@ -1555,7 +1556,8 @@ def _locate(text: str, pos: int, end: int, category: str, kind: str, milestones:
     reached, after, milestone_confidence, milestone_pos = _milestone_before(milestones, pos)
     out = {"phase_reached": reached, "phase": "unknown", "phase_confidence": "none", "phase_evidence": None}
     placed = (_placed_by_message(text, pos, end, category, kind)
-              or _placed_by_evidence(text, pos, end, category, kind, milestones)
+              or _placed_by_evidence(text, pos, end, category, milestones,
+                                     (reached, after, milestone_confidence, milestone_pos))
               or _placed_by_kind(text, pos, end, category, kind))
     if placed:
         out.update(phase=placed[0], phase_confidence=placed[1], phase_evidence=placed[2])
@@ -1580,13 +1582,12 @@ def _placed_by_message(text: str, pos: int, end: int, category: str, kind: str) 
     return None
 
 
-def _placed_by_evidence(text: str, pos: int, end: int, category: str, kind: str,
-                        milestones: list) -> tuple[str, str, str] | None:
-    """(phase, confidence, evidence) from the log around the failure: frames, the milestones reached, the
-    engine's config line, serving lines, the server's shutdown."""
-    reached, after, milestone_confidence, milestone_pos = _milestone_before(milestones, pos)
+def _placed_by_evidence(text: str, pos: int, end: int, category: str, milestones: list,
+                        before: tuple) -> tuple[str, str, str] | None:
+    """(phase, confidence, evidence) from the log around the failure: frames, the milestones reached (`before`:
+    _milestone_before's answer for pos), the engine's config line, serving lines, the server's shutdown."""
+    reached, after, milestone_confidence, milestone_pos = before
     phase, frame, confidence = _frames_near(text, pos, end)
-    engine_loop = _ENGINE_LOOP_DEAD_RE.search(text, max(0, pos - 3000), end + 4000)
     if phase:
         return phase, confidence, frame
     if forward := _forward_while_constructing(text, pos):
@@ -1597,7 +1598,7 @@ def _placed_by_evidence(text: str, pos: int, end: int, category: str, kind: str,
         # uvicorn binds its socket after the app's start-up ("Application startup complete", then the bind error,
         # then "Application shutdown"): a server that never bound never served
         return "init", "medium", _line_at(text, pos, end)
-    if engine_loop:
+    if engine_loop := _ENGINE_LOOP_DEAD_RE.search(text, max(0, pos - 3000), end + 4000):
         # the engine's serving loop died: it only runs once start-up is over
         return "serving", "medium", _line_at(text, engine_loop.start(), engine_loop.end())
     if after == "graph_capture" and reached == "kv_cache_allocated" and _EAGER_RE.search(text, 0, pos):
@@ -1684,11 +1685,6 @@ def _forward_while_constructing(text: str, pos: int) -> str | None:
 
 _IMPORT_ERROR_RE = re.compile(r"\s*(?:ImportError|ModuleNotFoundError):")
 _FORKED_CUDA_RE = re.compile(r"Cannot\s+re-initialize\s+CUDA\s+in\s+forked\s+subprocess", re.I)
-# A bare KeyError naming a checkpoint tensor ('layers.60.mlp.gate_up_proj.weight', '...qweight', '...weight_scale'),
-# or vLLM's check after loading that every parameter got its tensor (DefaultModelLoader.load_weights)
-_WEIGHT_KEY_RE = re.compile(r"KeyError:\s*['\"](?:[\w-]+\.)+(?:weight|bias|qweight|qzeros|scales|g_idx|weight_scale\w*|"
-                            r"input_scale|weight_packed|weight_shape)['\"]|"
-                            r"Following\s+weights\s+were\s+not\s+initialized\s+from\s+checkpoint")
 # Ray: a process of another Ray or Python version than the cluster's head
 _RAY_VERSION_RE = re.compile(r"Version\s+mismatch:\s+The\s+cluster\s+was\s+started\s+with", re.I)
 # vLLM's input check of a request: "Prompt length of 4178 is longer than the maximum model length of 4096."
@@ -1724,8 +1720,6 @@ _UNKNOWN_PHASES = (
     (_FORKED_CUDA_RE, "init", "low"),
     # a process joins the Ray cluster as the engine starts its workers
     (_RAY_VERSION_RE, "init", "low"),
-    # a checkpoint's tensor name looked up in the model's parameters (params_dict[name]) as its weights load
-    (_WEIGHT_KEY_RE, "model_loading", "low"),
     # a request's multimodal input that does not match its prompt's placeholders: raised as that request runs
     (_REQUEST_INPUT_RE, "serving", "low"),
 )
