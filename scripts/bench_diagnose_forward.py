@@ -165,9 +165,11 @@ def try_word_model(usable: list[tuple[int, str, str]], measured: dict[int, dict[
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     found = rounds()
-    usable = [r for r in found if in_history(r[2])]
-    for n, _, commit in found:
-        if (n, _, commit) not in usable:
+    usable = []
+    for n, folder, commit in found:
+        if in_history(commit):
+            usable.append((n, folder, commit))
+        else:
             print(f"round {n}: its rules' commit {commit} is not in this clone's history; left out")
     if not usable:
         print("no round's measuring commit is in this clone's history")
