@@ -32,7 +32,7 @@ VLLM_ARGS_VENV ?= /var/tmp/vllm-args-venv
 STAGING   := -i inventory/staging/hosts.yml
 
 .PHONY: help setup prereqs node-image node-image-vllm wheelhouse staging staging-down test test-unit test-rules lint syntax collection-check molecule \
-        bench-deploy bench-rollout bench-planner bench-diagnose bench-diagnose-blind bench-diagnose-forward bench-inputs bench-image bench-gateway bench-routing bench-weights python-base vllm-args check-vllm-args
+        bench-deploy bench-rollout bench-planner bench-diagnose bench-diagnose-blind bench-diagnose-forward bench-diagnose-readers bench-inputs bench-image bench-gateway bench-routing bench-weights python-base vllm-args check-vllm-args
 
 help:  ## List the targets
 	@grep -hE '^[a-z%-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -142,8 +142,11 @@ bench-diagnose-blind: setup  ## Diagnosis on the blind hold-out: development fig
 bench-diagnose-forward: setup  ## Each round's measuring rules (from git history) on every later round: does tuning carry forward?
 	$(PY) scripts/bench_diagnose_forward.py
 
-# Rounds 2 to 15, each in its folder tests/fixtures/vllm-failures-blindN (make bench-diagnose-blind2 ... -blind15).
-bench-diagnose-blind%: setup  ## The same on round N's blind hold-out, N = 2 ... 15 (tests/fixtures/vllm-failures-blindN)
+bench-diagnose-readers: setup  ## Three readers of the blind thirds' logs alone, and a relabeler, against the labels and the rules
+	$(PY) scripts/bench_diagnose_readers.py
+
+# Rounds 2 to 16, each in its folder tests/fixtures/vllm-failures-blindN (make bench-diagnose-blind2 ... -blind16).
+bench-diagnose-blind%: setup  ## The same on round N's blind hold-out, N = 2 ... 16 (tests/fixtures/vllm-failures-blindN)
 	@test -d tests/fixtures/vllm-failures-blind$* || { echo "no blind round $* (tests/fixtures/vllm-failures-blind$*)"; exit 2; }
 	$(PY) scripts/bench_diagnose_blind.py tests/fixtures/vllm-failures-blind$*
 

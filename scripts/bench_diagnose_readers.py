@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""How much of a thread's conclusion is in the log at all? (a benchmark: always exits 0)
+
+Usage: python scripts/bench_diagnose_readers.py
+
+Issue 26 asks `diagnose` for 90 % of the categories the threads concluded, on logs it was never tuned on.
+Fifteen blind rounds measured the rules at 74.6 %. This asks what a careful reader gets from the same logs:
+tests/fixtures/diagnose-readers/ holds the answers of three readers (helper sessions that read only the 205
+logs of the fifteen rounds' blind thirds, shuffled under opaque names, with the 20 categories' one-line
+definitions the collectors had: no thread, no meta file, no rule, no classifier) and of one relabeler who
+read 40 of the threads again without seeing the collector's label. Its README.md says how they were made.
+
+It prints, against the collectors' labels:
+  - each reader's category share, phase share (where the label names a phase), and the majority of three;
+  - how often two readers agree with each other (the log's own ambiguity);
+  - the relabeler's agreement with the collector (the labels' own reliability);
+  - on rounds 7-15, whose measuring commits are in git history, the rules as they were when each round was
+    measured (blind) beside the readers on the same logs, and which of the rules' blind misses the readers'
+    majority got right (a wording the log does show) or also missed (the log does not show the conclusion).
+"""
+
+from __future__ import annotations
+
+import collections
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+from bench_diagnose_blind import split  # noqa: E402
+from bench_diagnose_forward import RUNNER, export, in_history, rounds  # noqa: E402
+from vllm_deploy.ladder import ACTIONS  # noqa: E402
+
+FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+READERS = os.path.join(FIXTURES, "diagnose-readers")
+
+
+def labels(keys: set[tuple[str, str]]) -> dict[tuple[str, str], dict]:
+    """(folder, log name) -> the collector's meta, for the readers' logs; each must be of a round's blind third."""
+    out = {}
+    for folder in sorted({f for f, _ in keys}):
+        names = [n for n in os.listdir(os.path.join(FIXTURES, folder)) if n.endswith(".log")]
+        blind = set(split(names)[1])
+        for name in sorted(n for f, n in keys if f == folder):
+            if name not in blind:
+                raise SystemExit(f"{folder}/{name}: the readers' file names a log outside the round's blind third")
+            with open(os.path.join(FIXTURES, folder, name[:-4] + ".meta.yaml"), encoding="utf-8") as fh:
+                out[(folder, name)] = yaml.safe_load(fh)
+    return out
+
+
+def answers(path: str) -> dict[str, dict[tuple[str, str], dict]]:
+    """reader -> (folder, log name) -> that reader's row."""
+    out: dict[str, dict] = collections.defaultdict(dict)
+    with open(path, encoding="utf-8", newline="") as fh:
+        for row in csv.DictReader(fh, delimiter="\t"):
+            out[row["reader"]][(row["folder"], row["log"])] = row
+    return out
+
+
+def pct(a: int, b: int) -> str:
+    return f"{a}/{b} = {100 * a / b:.1f}%" if b else "none"
+
+
+def acted(got: dict, truth: dict, keys: list) -> int:
+    """How many answers lead the deploy to the remedy (ladder, refuse, rollback) of the label's category."""
+    return sum(ACTIONS.get(got.get(k) or "", "") == ACTIONS[truth[k]["category"]] for k in keys)
+
+
+def majority(votes: list[str]) -> str | None:
+    """The answer at least two of three readers gave; None when all three differ."""
+    top, count = collections.Counter(votes).most_common(1)[0]
+    return top if count >= 2 else None
+
+
+def rules_blind(keys: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """(folder, log) -> the category the rules that measured its round gave, for rounds whose commit git has."""
+    out = {}
+    wanted = {folder for folder, _ in keys}
+    with tempfile.TemporaryDirectory() as tmp:
+        for _, path, commit in rounds():
+            folder = os.path.basename(path)
+            if folder not in wanted or not in_history(commit):
+                continue
+            run = subprocess.run([sys.executable, "-c", RUNNER, export(commit, tmp), path], capture_output=True,
+                                 text=True, cwd=tmp)
+            if run.returncode:
+                print(f"{folder}: its rules ({commit}) failed to run; left out")
+                continue
+            for name, got in json.loads(run.stdout).items():
+                if (folder, name) in keys:
+                    out[(folder, name)] = got
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    readers = answers(os.path.join(READERS, "readers.tsv"))
+    names = sorted(readers)
+    truth = labels({k for r in names for k in readers[r]})
+    keys = sorted(truth)
+    missing = {r: len(set(keys) - set(readers[r])) for r in names}
+    print(f"{len(keys)} blind-third logs of {len({f for f, _ in keys})} rounds; readers {', '.join(names)}"
+          + ("" if not any(missing.values()) else f"; unanswered: {missing}"))
+    phased = [k for k in keys if truth[k].get("phase", "unknown") != "unknown"]
+    print()
+    print("category (and phase where the thread names one) against the collectors' labels:")
+    for r in names:
+        right = sum(readers[r].get(k, {}).get("category") == truth[k]["category"] for k in keys)
+        ph = sum(readers[r].get(k, {}).get("phase") == truth[k]["phase"] for k in phased)
+        remedy = acted({k: row["category"] for k, row in readers[r].items()}, truth, keys)
+        print(f"  {r:<10} category {pct(right, len(keys))}; phase {pct(ph, len(phased))};"
+              f" remedy {pct(remedy, len(keys))}")
+    vote = {k: majority([readers[r].get(k, {}).get("category", "") for r in names]) for k in keys}
+    vote_ph = {k: majority([readers[r].get(k, {}).get("phase", "") for r in names]) for k in keys}
+    right = sum(vote[k] == truth[k]["category"] for k in keys)
+    ph = sum(vote_ph[k] == truth[k]["phase"] for k in phased)
+    print(f"  {'majority':<10} category {pct(right, len(keys))}; phase {pct(ph, len(phased))};"
+          f" remedy {pct(acted(vote, truth, keys), len(keys))} (no majority on {sum(v is None for v in vote.values())})")
+    for source in ("error_text", "thread"):
+        sub = [k for k in keys if str(truth[k].get("conclusion_source", "")).endswith(source)]
+        print(f"    labels from the {source:<10} ({len(sub)} logs): majority {pct(sum(vote[k] == truth[k]['category'] for k in sub), len(sub))}")
+    print()
+    print("readers agreeing with each other on the category (the log's own ambiguity):")
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            both = [k for k in keys if k in readers[a] and k in readers[b]]
+            same = sum(readers[a][k]["category"] == readers[b][k]["category"] for k in both)
+            print(f"  {a} ~ {b}: {pct(same, len(both))}")
+    path = os.path.join(READERS, "relabel.tsv")
+    relabel = answers(path).get("relabeler", {}) if os.path.exists(path) else {}
+    if relabel:
+        print()
+        found = {k: row for k, row in relabel.items() if row.get("basis") != "not_found"}
+        same = sum(row["category"] == truth[k]["category"] for k, row in found.items())
+        bases = collections.Counter(row.get("basis") for row in relabel.values())
+        print(f"relabeler, from the thread again, against the collector: {pct(same, len(found))}"
+              f" (threads read {bases['thread']}, no conclusion {bases['error_text']}, not found {bases['not_found']})")
+    blind = rules_blind(keys)
+    if blind:
+        sub = sorted(blind)
+        print()
+        print(f"rounds 7-15 ({len(sub)} logs), each with the rules that measured it, blind:")
+        print(f"  rules      category {pct(sum(blind[k] == truth[k]['category'] for k in sub), len(sub))};"
+              f" remedy {pct(acted(blind, truth, sub), len(sub))}")
+        print(f"  majority   category {pct(sum(vote[k] == truth[k]['category'] for k in sub), len(sub))};"
+              f" remedy {pct(acted(vote, truth, sub), len(sub))}")
+        misses = [k for k in sub if blind[k] != truth[k]["category"]]
+        seen = sum(vote[k] == truth[k]["category"] for k in misses)
+        said_unknown = sum(blind[k] == "unknown" for k in misses)
+        print(f"  of the rules' {len(misses)} misses ({said_unknown} of them 'unknown'): the readers' majority got"
+              f" {seen} right, {len(misses) - seen} wrong too")
+        kinds = collections.Counter((truth[k]["category"], blind[k]) for k in misses if vote[k] == truth[k]["category"])
+        if kinds:
+            print("  the misses the readers got right, as (label, rules' answer): "
+                  + ", ".join(f"{a} <- {b} x{n}" if n > 1 else f"{a} <- {b}" for (a, b), n in kinds.most_common()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
