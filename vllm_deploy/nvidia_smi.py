@@ -238,44 +238,14 @@ def parse_table(text: str) -> dict:
     for line in lines:
         if "Processes:" in line:
             section, current = "processes", None
-            continue
-        if "MIG devices:" in line:
+        elif "MIG devices:" in line:
             section, current = "mig", None
-            continue
-        if section == "processes":
-            m = _PROCESS_ROW_RE.match(line)
-            if m:
-                mem = m.group("mem")
-                processes.append({
-                    "gpu": int(m.group("gpu")),
-                    "pid": int(m.group("pid")),
-                    "type": m.group("type"),
-                    "name": m.group("name"),
-                    "memory_mib": None if mem == "N/A" else int(mem.replace("MiB", "").strip()),
-                })
-            continue
-        if section == "mig":
-            m = _MIG_ROW_RE.match(line)
-            if m:
-                mig_devices.append({"gpu": int(m.group(1)), "gpu_instance": int(m.group(2)),
-                                    "compute_instance": int(m.group(3)), "device": int(m.group(4)),
-                                    "memory_used_mib": int(m.group(5)), "memory_total_mib": int(m.group(6))})
-            continue
-        m = _GPU_ROW_RE.match(line)
-        if m:
-            current = {"index": int(m.group("index")), "name": m.group("name").strip(),
-                       "memory_used_mib": None, "memory_total_mib": None, "mig_mode": None}
-            gpus.append(current)
-            continue
-        if current is not None and current["memory_total_mib"] is None:
-            mm = _MEMORY_RE.search(line)
-            if mm:
-                current["memory_used_mib"] = int(mm.group(1))
-                current["memory_total_mib"] = int(mm.group(2))
-        elif current is not None and current["mig_mode"] is None:
-            mm = _MIG_MODE_RE.match(line)
-            if mm:
-                current["mig_mode"] = mm.group(1)
+        elif section == "processes":
+            processes += _process_row(line)
+        elif section == "mig":
+            mig_devices += _mig_row(line)
+        else:
+            current = _gpu_box_line(line, current, gpus)
     check_gpus(gpus, "the nvidia-smi table")
     for d in mig_devices:
         _check_memory(d, f"MIG device {d['device']} of GPU {d['gpu']} in the nvidia-smi table")
@@ -287,6 +257,45 @@ def parse_table(text: str) -> dict:
         "mig_devices": mig_devices,
         "processes": processes,
     }
+
+
+def _process_row(line: str) -> list[dict]:
+    """A row of the "Processes:" box as [{gpu, pid, type, name, memory_mib}], or [] for any other line."""
+    m = _PROCESS_ROW_RE.match(line)
+    if not m:
+        return []
+    mem = m.group("mem")
+    return [{"gpu": int(m.group("gpu")), "pid": int(m.group("pid")), "type": m.group("type"),
+             "name": m.group("name"), "memory_mib": None if mem == "N/A" else int(mem.replace("MiB", "").strip())}]
+
+
+def _mig_row(line: str) -> list[dict]:
+    """A row of the "MIG devices:" box as [{gpu, gpu_instance, compute_instance, device, memory_*}], or []."""
+    m = _MIG_ROW_RE.match(line)
+    if not m:
+        return []
+    return [{"gpu": int(m.group(1)), "gpu_instance": int(m.group(2)), "compute_instance": int(m.group(3)),
+             "device": int(m.group(4)), "memory_used_mib": int(m.group(5)), "memory_total_mib": int(m.group(6))}]
+
+
+def _gpu_box_line(line: str, current: dict | None, gpus: list[dict]) -> dict | None:
+    """One line of the GPUs' boxes: a box's first row opens a GPU (appended to gpus, returned as the current
+    one); the rows after it fill in the current GPU's memory, then its MIG mode. Returns the current GPU."""
+    m = _GPU_ROW_RE.match(line)
+    if m:
+        current = {"index": int(m.group("index")), "name": m.group("name").strip(),
+                   "memory_used_mib": None, "memory_total_mib": None, "mig_mode": None}
+        gpus.append(current)
+    elif current is not None and current["memory_total_mib"] is None:
+        mm = _MEMORY_RE.search(line)
+        if mm:
+            current["memory_used_mib"] = int(mm.group(1))
+            current["memory_total_mib"] = int(mm.group(2))
+    elif current is not None and current["mig_mode"] is None:
+        mm = _MIG_MODE_RE.match(line)
+        if mm:
+            current["mig_mode"] = mm.group(1)
+    return current
 
 
 def _check_memory(entry: dict, what: str) -> None:
