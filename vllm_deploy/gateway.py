@@ -393,24 +393,37 @@ def validate_tls(*, enabled: Any, cert: Any, key: Any, min_version: Any, ciphers
     generated CA, a version and cipher lists HAProxy takes, names a certificate can hold, and a plain-HTTP
     redirect port of its own. Never quotes a key or a certificate."""
     where = f"{host}: " if host else ""
-    errors: list[str] = []
     if not isinstance(enabled, bool):
         return [f"{where}vllm_gateway_tls: must be true or false, got {enabled!r} — true serves HTTPS on vllm_gateway_port"]
-    if redirect_port is not None:
-        if not _is_int(redirect_port) or not 1 <= redirect_port <= 65535:
-            errors.append(f"{where}vllm_gateway_http_redirect_port: must be a port 1-65535 or null, got {redirect_port!r} — "
-                          "e.g. 80 (plain HTTP there answers 308 to https)")
-        elif not enabled:
-            errors.append(f"{where}vllm_gateway_http_redirect_port: set to {redirect_port} but vllm_gateway_tls is false, so "
-                          "there is no https to redirect to — set vllm_gateway_tls: true, or the port to null")
-        elif redirect_port == port:
-            errors.append(f"{where}vllm_gateway_http_redirect_port: {redirect_port} is vllm_gateway_port, where TLS is served — "
-                          "give the plain-HTTP redirect a port of its own (e.g. 80), or null")
-        elif redirect_port == metrics_port:
-            errors.append(f"{where}vllm_gateway_http_redirect_port: {redirect_port} is vllm_gateway_metrics_port — "
-                          "give the plain-HTTP redirect a port of its own (e.g. 80), or null")
+    errors = _redirect_port_errors(where, enabled, redirect_port, port, metrics_port)
     if not enabled:
         return errors
+    return (errors + _cert_key_errors(where, cert, key, ca_dir) + _tls_protocol_errors(where, min_version, ciphers, ciphersuites)
+            + _tls_name_errors(where, names))
+
+
+def _redirect_port_errors(where: str, enabled: bool, redirect_port: Any, port: Any, metrics_port: Any) -> list[str]:
+    """vllm_gateway_http_redirect_port: null, or a port of its own while TLS is on."""
+    if redirect_port is None:
+        return []
+    if not _is_int(redirect_port) or not 1 <= redirect_port <= 65535:
+        return [f"{where}vllm_gateway_http_redirect_port: must be a port 1-65535 or null, got {redirect_port!r} — "
+                "e.g. 80 (plain HTTP there answers 308 to https)"]
+    if not enabled:
+        return [f"{where}vllm_gateway_http_redirect_port: set to {redirect_port} but vllm_gateway_tls is false, so "
+                "there is no https to redirect to — set vllm_gateway_tls: true, or the port to null"]
+    if redirect_port == port:
+        return [f"{where}vllm_gateway_http_redirect_port: {redirect_port} is vllm_gateway_port, where TLS is served — "
+                "give the plain-HTTP redirect a port of its own (e.g. 80), or null"]
+    if redirect_port == metrics_port:
+        return [f"{where}vllm_gateway_http_redirect_port: {redirect_port} is vllm_gateway_metrics_port — "
+                "give the plain-HTTP redirect a port of its own (e.g. 80), or null"]
+    return []
+
+
+def _cert_key_errors(where: str, cert: Any, key: Any, ca_dir: Any) -> list[str]:
+    """A PEM certificate with its unencrypted PEM key, or neither and a directory for the generated CA."""
+    errors = []
     cert_given = cert not in (None, "")
     key_given = key not in (None, "")
     if cert_given and not key_given:
@@ -432,6 +445,12 @@ def validate_tls(*, enabled: Any, cert: Any, key: Any, min_version: Any, ciphers
     if not cert_given and not key_given and (not isinstance(ca_dir, str) or not ca_dir.strip()):
         errors.append(f"{where}vllm_gateway_tls_ca_dir: empty, and no vllm_gateway_tls_cert is given — "
                       "name a directory on the controller for the generated CA (default: .vllm-gateway-ca in the inventory directory)")
+    return errors
+
+
+def _tls_protocol_errors(where: str, min_version: Any, ciphers: Any, ciphersuites: Any) -> list[str]:
+    """A minimum version of 1.2 or 1.3, and each cipher list one OpenSSL list."""
+    errors = []
     if min_version not in TLS_MIN_VERSIONS:
         errors.append(f"{where}vllm_gateway_tls_min_version: {min_version!r} is not offered — use TLSv1.2 (default) or "
                       "TLSv1.3; TLS 1.0 and 1.1 are not allowed")
@@ -440,15 +459,17 @@ def validate_tls(*, enabled: Any, cert: Any, key: Any, min_version: Any, ciphers
         if not isinstance(value, str) or not _CIPHER_LIST.match(value):
             errors.append(f"{where}{var}: must be one OpenSSL list, names joined by ':' without spaces, got {value!r} — "
                           f"e.g. {example} (the role's default is Mozilla's intermediate profile)")
-    if not isinstance(names, list):
-        errors.append(f"{where}vllm_gateway_tls_names: must be a list of DNS names or IP addresses, got {names!r} — "
-                      "e.g. [llm.example.internal, 10.0.0.10]")
-    else:
-        for i, name in enumerate(names):
-            if not isinstance(name, str) or not (_is_ip(name) or _DNS_NAME.match(name)):
-                errors.append(f"{where}vllm_gateway_tls_names[{i}]: {name!r} is neither a DNS name nor an IP address — "
-                              "give the name or address clients use to reach the gateway (e.g. llm.example.internal)")
     return errors
+
+
+def _tls_name_errors(where: str, names: Any) -> list[str]:
+    """vllm_gateway_tls_names: a list of DNS names and IP addresses."""
+    if not isinstance(names, list):
+        return [f"{where}vllm_gateway_tls_names: must be a list of DNS names or IP addresses, got {names!r} — "
+                "e.g. [llm.example.internal, 10.0.0.10]"]
+    return [f"{where}vllm_gateway_tls_names[{i}]: {name!r} is neither a DNS name nor an IP address — "
+            "give the name or address clients use to reach the gateway (e.g. llm.example.internal)"
+            for i, name in enumerate(names) if not isinstance(name, str) or not (_is_ip(name) or _DNS_NAME.match(name))]
 
 
 # Linux interface names: at most 15 bytes (IFNAMSIZ - 1), no '/', ':' or whitespace; a VLAN's dot is fine.
