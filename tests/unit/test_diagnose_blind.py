@@ -438,3 +438,19 @@ def test_the_bench_scores_the_remedy_apart_from_the_category():
             {"expected": "config_rejected", "got": "cuda_oom", "expected_phase": "init", "phase": "init"},
             {"expected": "nccl_error", "got": "unknown", "expected_phase": "unknown", "phase": None}]
     assert bench.share(rows) == "category 0/3 = 0.0%; phase 1/1 = 100.0%; action 2/3 = 66.7%"
+
+
+def test_bench_diagnose_reads_each_rounds_one_measurement_from_its_protocol():
+    """make bench-diagnose prints the blind figures beside the in-sample ones: each round's as its PROTOCOL.md recorded
+    the one measurement (round 1's table row "final, once", round 15's line "- blind third (13): ..."), and a round
+    still being collected as not measured."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_diagnose", REPO / "scripts" / "bench_diagnose.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.recorded(str(FIXTURES / "vllm-failures-blind")) == (17, 20, 15, 18)
+    assert bench.recorded(str(FIXTURES / "vllm-failures-blind5")) == (20, 23, 14, 19)
+    assert bench.recorded(str(FIXTURES / "vllm-failures-blind15")) == (9, 13, 8, 9)
+    figures = [bench.recorded(str(FIXTURES / folder)) for folder in list(ROUNDS)[:15]]
+    assert sum(f[0] for f in figures) == 153 and sum(f[1] for f in figures) == 205  # rounds 1-15, docs/benchmarks.md
