@@ -639,31 +639,10 @@ def build_instance(
 ) -> dict[str, Any]:
     """One instance record. `plan` is presets.choose_flags' answer (flags + plan) or None for pinned flags only."""
     devices = list(inst.get("gpus", []))
-    flags = dict(plan["flags"]) if plan else {}
-    flags.update(inst.get("flags", {}))
-    if devices and "tensor_parallel_size" not in inst.get("flags", {}):
-        pp = int(flags.get("pipeline_parallel_size", 1))
-        if len(devices) // pp > 1:
-            flags["tensor_parallel_size"] = len(devices) // pp
-        else:
-            flags.pop("tensor_parallel_size", None)
+    flags = _instance_flags(inst, plan, devices)
     served = model.get("served_name", model_name)
     bind = inst.get("bind", defaults.get("bind", "127.0.0.1"))
-    env = {
-        "HF_HOME": defaults["hf_home"],
-        "HF_HUB_OFFLINE": "1" if defaults.get("hf_hub_offline", True) else "0",
-        "VLLM_CACHE_ROOT": defaults["cache_root"],
-        "VLLM_NO_USAGE_STATS": "1",
-        "PYTHONUNBUFFERED": "1",
-    }
-    if devices:
-        # Pin by index or UUID exactly as the inventory names them; CUDA accepts both. PCI bus order
-        # makes CUDA's indexes the ones nvidia-smi (and the inventory) use, also on mixed-GPU nodes.
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in devices)
-        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-    if defaults.get("engine") == "cpu":
-        env["VLLM_CPU_KVCACHE_SPACE"] = str(inst.get("cpu_kv_cache_space_gib", defaults.get("cpu_kv_cache_space_gib", 1)))
-    env.update({k: str(v) for k, v in inst.get("env", {}).items()})
+    env = _instance_env(inst, defaults, devices)
     argv = [
         "-m", "vllm.entrypoints.openai.api_server",
         "--model", model["path"],
@@ -692,6 +671,41 @@ def build_instance(
     }
     refuse_unsafe(record)
     return record
+
+
+def _instance_flags(inst: dict[str, Any], plan: dict[str, Any] | None, devices: list) -> dict[str, Any]:
+    """The planner's flags under the inventory's pins; without a pinned TP size, the pinned GPUs divided by the
+    pipeline stages (no flag for one GPU a stage)."""
+    flags = dict(plan["flags"]) if plan else {}
+    flags.update(inst.get("flags", {}))
+    if devices and "tensor_parallel_size" not in inst.get("flags", {}):
+        pp = int(flags.get("pipeline_parallel_size", 1))
+        if len(devices) // pp > 1:
+            flags["tensor_parallel_size"] = len(devices) // pp
+        else:
+            flags.pop("tensor_parallel_size", None)
+    return flags
+
+
+def _instance_env(inst: dict[str, Any], defaults: dict[str, Any], devices: list) -> dict[str, str]:
+    """The engine's environment: caches, offline hub, the pinned GPUs, a CPU engine's KV space, then the
+    instance's own variables."""
+    env = {
+        "HF_HOME": defaults["hf_home"],
+        "HF_HUB_OFFLINE": "1" if defaults.get("hf_hub_offline", True) else "0",
+        "VLLM_CACHE_ROOT": defaults["cache_root"],
+        "VLLM_NO_USAGE_STATS": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
+    if devices:
+        # Pin by index or UUID exactly as the inventory names them; CUDA accepts both. PCI bus order
+        # makes CUDA's indexes the ones nvidia-smi (and the inventory) use, also on mixed-GPU nodes.
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in devices)
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    if defaults.get("engine") == "cpu":
+        env["VLLM_CPU_KVCACHE_SPACE"] = str(inst.get("cpu_kv_cache_space_gib", defaults.get("cpu_kv_cache_space_gib", 1)))
+    env.update({k: str(v) for k, v in inst.get("env", {}).items()})
+    return env
 
 
 def refuse_unsafe(record: dict[str, Any]) -> None:
