@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import csv
+import glob
 import json
 import os
 import subprocess
@@ -36,11 +37,25 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 from bench_diagnose_blind import split  # noqa: E402
-from bench_diagnose_forward import RUNNER, export, in_history, rounds  # noqa: E402
+from bench_diagnose_forward import export, in_history, rounds  # noqa: E402
 from vllm_deploy.ladder import ACTIONS  # noqa: E402
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 READERS = os.path.join(FIXTURES, "diagnose-readers")
+# Runs in a fresh interpreter whose sys.path starts with the old tree: {log name: [category, phase]} for a folder.
+RUNNER = """
+import glob, json, os, sys
+tree, folder = sys.argv[1], sys.argv[2]
+sys.path.insert(0, tree)
+import vllm_deploy.diagnose as d
+assert os.path.realpath(d.__file__).startswith(os.path.realpath(tree)), d.__file__
+out = {}
+for path in sorted(glob.glob(os.path.join(folder, '*.log'))):
+    with open(path, 'rb') as fh:
+        r = d.diagnose(fh.read())
+    out[os.path.basename(path)] = [r.category, r.phase]
+print(json.dumps(out))
+"""
 
 
 def labels(keys: set[tuple[str, str]]) -> dict[tuple[str, str], dict]:
@@ -81,8 +96,8 @@ def majority(votes: list[str]) -> str | None:
     return top if count >= 2 else None
 
 
-def rules_blind(keys: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
-    """(folder, log) -> the category the rules that measured its round gave, for rounds whose commit git has."""
+def rules_blind(keys: list[tuple[str, str]]) -> dict[tuple[str, str], tuple[str, str]]:
+    """(folder, log) -> (category, phase) the rules that measured its round gave, for rounds whose commit git has."""
     out = {}
     wanted = {folder for folder, _ in keys}
     with tempfile.TemporaryDirectory() as tmp:
@@ -97,8 +112,40 @@ def rules_blind(keys: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
                 continue
             for name, got in json.loads(run.stdout).items():
                 if (folder, name) in keys:
-                    out[(folder, name)] = got
+                    out[(folder, name)] = tuple(got)
     return out
+
+
+def whole_round(path: str) -> None:
+    """A round read whole (both thirds) by the readers when it was measured, before it was opened, beside the rules
+    that measured it: a file round<N>.tsv."""
+    readers = answers(path)
+    names = sorted(readers)
+    keys = sorted({k for r in names for k in readers[r]})
+    folder = keys[0][0]
+    logs = sorted(n for n in os.listdir(os.path.join(FIXTURES, folder)) if n.endswith(".log"))
+    truth = {}
+    for name in logs:
+        with open(os.path.join(FIXTURES, folder, name[:-4] + ".meta.yaml"), encoding="utf-8") as fh:
+            truth[(folder, name)] = yaml.safe_load(fh)
+    rules = rules_blind(sorted(truth))
+    blind = set(split(logs)[1])
+    vote = {k: majority([readers[r].get(k, {}).get("category", "") for r in names]) for k in truth}
+    vote_ph = {k: majority([readers[r].get(k, {}).get("phase", "") for r in names]) for k in truth}
+    print()
+    print(f"{folder}, read whole by {len(names)} readers when it was measured, before it was opened:")
+    for part, sub in (("blind third", [k for k in sorted(truth) if k[1] in blind]),
+                      ("development", [k for k in sorted(truth) if k[1] not in blind]), ("all", sorted(truth))):
+        phased = [k for k in sub if truth[k].get("phase", "unknown") != "unknown"]
+        rows = [("rules", {k: v[0] for k, v in rules.items()}, {k: v[1] for k, v in rules.items()}),
+                ("majority", vote, vote_ph)]
+        rows += [(r, {k: row["category"] for k, row in readers[r].items()},
+                  {k: row["phase"] for k, row in readers[r].items()}) for r in names]
+        print(f"  {part} ({len(sub)}):")
+        for who, cat, ph in rows:
+            print(f"    {who:<9} category {pct(sum(cat.get(k) == truth[k]['category'] for k in sub), len(sub))};"
+                  f" phase {pct(sum(ph.get(k) == truth[k]['phase'] for k in phased), len(phased))};"
+                  f" remedy {pct(acted(cat, truth, sub), len(sub))}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -143,14 +190,18 @@ def main(argv: list[str] | None = None) -> int:
         bases = collections.Counter(row.get("basis") for row in relabel.values())
         print(f"relabeler, from the thread again, against the collector: {pct(same, len(found))}"
               f" (threads read {bases['thread']}, no conclusion {bases['error_text']}, not found {bases['not_found']})")
-    blind = rules_blind(keys)
+    measured = rules_blind(keys)
+    blind = {k: v[0] for k, v in measured.items()}
     if blind:
         sub = sorted(blind)
+        sub_ph = [k for k in sub if truth[k].get("phase", "unknown") != "unknown"]
         print()
         print(f"rounds 7-15 ({len(sub)} logs), each with the rules that measured it, blind:")
         print(f"  rules      category {pct(sum(blind[k] == truth[k]['category'] for k in sub), len(sub))};"
+              f" phase {pct(sum(measured[k][1] == truth[k]['phase'] for k in sub_ph), len(sub_ph))};"
               f" remedy {pct(acted(blind, truth, sub), len(sub))}")
         print(f"  majority   category {pct(sum(vote[k] == truth[k]['category'] for k in sub), len(sub))};"
+              f" phase {pct(sum(vote_ph[k] == truth[k]['phase'] for k in sub_ph), len(sub_ph))};"
               f" remedy {pct(acted(vote, truth, sub), len(sub))}")
         misses = [k for k in sub if blind[k] != truth[k]["category"]]
         seen = sum(vote[k] == truth[k]["category"] for k in misses)
@@ -161,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
         if kinds:
             print("  the misses the readers got right, as (label, rules' answer): "
                   + ", ".join(f"{a} <- {b} x{n}" if n > 1 else f"{a} <- {b}" for (a, b), n in kinds.most_common()))
+    for path in sorted(glob.glob(os.path.join(READERS, "round*.tsv"))):
+        whole_round(path)
     return 0
 
 

@@ -41,6 +41,17 @@ def test_every_answer_is_a_blind_log_with_one_of_diagnoses_names(name):
     assert bad == []
 
 
+def test_round_16_was_read_whole_by_each_reader_once():
+    logs = {p.name for p in (FIXTURES / "vllm-failures-blind16").glob("*.log")}
+    answered = collections.defaultdict(list)
+    for r in rows("round16.tsv"):
+        assert r["folder"] == "vllm-failures-blind16" and r["category"] in CATEGORIES and r["phase"] in PHASES, r
+        answered[r["reader"]].append(r["log"])
+    assert sorted(answered) == ["reader1", "reader2", "reader3"]
+    for reader, names in answered.items():
+        assert len(names) == len(set(names)) and set(names) == logs, reader
+
+
 def test_each_reader_answered_every_log_of_rounds_1_to_15_once():
     wanted = {(f"vllm-failures-blind{n if n > 1 else ''}", log) for n in range(1, 16)
               for log in blind_third(f"vllm-failures-blind{n if n > 1 else ''}")}
