@@ -184,6 +184,10 @@ RULES: list[_Rule] = [
                           r"(?<!Overriding )num_gpu_blocks\s*=\s*(?P<num_gpu_blocks>0)\b|"
                           r"Insufficient\s+GPU\s+memory\s+for\s+KV\s+cache", kind="blocks"),
     _rule("no_kv_memory", r"Available\s+KV\s+cache\s+memory:\s*(?P<kv_available_gib>-[\d.]+)\s*GiB", tier=1),
+    # another platform's plugin sizing its cache (vllm-metal's paged attention: "ValueError: Paged attention: not enough
+    # Metal memory for KV cache. metal_limit=26.80GB, ... kv_budget=-12.05GB")
+    _rule("no_kv_memory", r"not\s+enough\s+(?:[\w-]+\s+){0,2}memory\s+for\s+(?:the\s+)?KV\s+cache|\bkv_budget\s*=\s*-\d",
+          kind="blocks"),
     _rule("free_memory_below_request",
           r"Free\s+memory\s+on\s+device(?:\s+[\w:]+)?\s*(?:\((?P<free_gib>\d+(?:\.\d+)?)\s*/\s*"
           r"(?P<total_gib>\d+(?:\.\d+)?)\s*GiB\)\s*)?on\s+startup\s+is\s+less\s+than\s+desired"  # (a line may be cut here)
@@ -208,10 +212,11 @@ RULES: list[_Rule] = [
                       # (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)"
                       r"kIOGPUCommandBufferCallbackErrorOutOfMemory|\[METAL\][^\n]{0,80}Insufficient\s+Memory|"
                       # XLA on a TPU: its HBM ("RESOURCE_EXHAUSTED: Error loading program: Attempting to reserve 1.04G
-                      # at the bottom of memory", "... Ran out of memory in memory space hbm") or the scalar memory a
+                      # at the bottom of memory", "Error allocating device buffer: Attempting to allocate 832.0K. That
+                      # was not possible", "... Ran out of memory in memory space hbm") or the scalar memory a
                       # graph compiled for a long sequence needs (smem). Not a kernel's own vmem limit (a kernel's
                       # tiling, fixed in the kernel: no memory flag helps)
-                      r"RESOURCE_EXHAUSTED:[^\n]{0,200}?(?:Attempting\s+to\s+reserve|Ran\s+out\s+of\s+memory\s+in\s+"
+                      r"RESOURCE_EXHAUSTED:[^\n]{0,200}?(?:Attempting\s+to\s+(?:reserve|allocate)|Ran\s+out\s+of\s+memory\s+in\s+"
                       r"memory\s+space\s+(?:hbm|smem))"),
     # The rest of torch's OOM message when an excerpt lost its first line (CUDACachingAllocator.cpp): its detail
     # since torch 2.1 and before it; words no other message has.
@@ -243,6 +248,11 @@ RULES: list[_Rule] = [
           # assert), as when --tensor-parallel-size exceeds CUDA_VISIBLE_DEVICES
           r"CUDA\s+error:\s*invalid\s+device\s+ordinal|device\s*>=\s*0\s*&&\s*device\s*<\s*num_gpus",
           kind="too_few_gpus"),
+    # JAX on a TPU: a tensor's dimension does not split over the mesh's model axis (the TP size): "ValueError: One of
+    # device_put args was given the sharding of NamedSharding(mesh=Mesh('data': 1, 'model': 8, ...), ...), which
+    # implies that the global size of its dimension 0 should be divisible by 8, but it is equal to 4"
+    _rule("tp_not_divisible", r"device_put\s+args\s+was\s+given\s+the\s+sharding[^\n]{0,600}?should\s+be\s+divisible\s+by\s+"
+                              r"(?P<tp_size>\d+)", kind="jax_sharding"),
     # A quantized layer's slice per rank is not a whole number of its quantization groups (vLLM's AWQ, GPTQ and
     # bitsandbytes create_weights: "ValueError: The input size is not aligned with the quantized weight shape. This
     # can be caused by too large tensor parallel size."; "The output size is not aligned ..."), as the layers are built
@@ -283,6 +293,10 @@ RULES: list[_Rule] = [
     # forward compatibility was attempted on non supported HW", 802 without a fabric manager, 803 a driver/runtime
     # mismatch): a driver the CUDA runtime cannot use, whichever code a long line still shows (the codes above win)
     _rule("driver_mismatch_or_no_driver", r"Unexpected\s+error\s+from\s+cudaGetDeviceCount\(\)", tier=1),
+    # the CUDA runtime library vLLM was built against is not on the node (a wheel for CUDA 12 beside a CUDA 11 stack:
+    # "ImportError: libcudart.so.12: cannot open shared object file: No such file or directory")
+    _rule("driver_mismatch_or_no_driver", r"libcudart\.so(?:\.(?P<cuda_runtime>\d+))?[.\d]*:\s*cannot\s+open\s+shared\s+object",
+          kind="cudart"),
     _rule("driver_mismatch_or_no_driver", r"No\s+platform\s+detected,?\s+vLLM\s+is\s+running\s+on\s+UnspecifiedPlatform",
           tier=1, kind="no_platform"),
     # vLLM 0.3-0.4's DeviceConfig when torch sees no CUDA device and no other platform (config.py: raise
@@ -317,6 +331,13 @@ RULES: list[_Rule] = [
     # V1's executor told a worker died, and the worker's own traceback cut by the kernel's SIGKILL ("Killed": the host's
     # OOM killer, a container limit): the rank is gone with no error of its own
     _rule("lost_rank", r"fatal\s+signal\s+from\s+worker\s+processes[\s\S]{0,3000}?(?m:^)\s*Killed\s*$", kind="killed"),
+    # Ray's memory monitor killed a worker because the node's host memory ran low (ray.exceptions.OutOfMemoryError:
+    # "Task was killed due to the node running low on memory. Memory on the node (IP: ...) where the task (actor ID:
+    # ..., name=RayWorkerWrapper.__init__ ...) was running was 12.49GB / 13.15GB (0.95), which exceeds the memory usage
+    # threshold"; the raylet: "2 Workers (tasks / actors) killed due to memory pressure (OOM)"): host RAM, not the GPU's
+    _rule("lost_rank", r"Task\s+was\s+killed\s+due\s+to\s+the\s+node\s+running\s+low\s+on\s+memory|"
+                       r"Memory\s+on\s+the\s+node\s+\(IP:[^)\n]{0,200}\)\s+where\s+the\s+task\s+\(actor\s+ID|"
+                       r"Workers?\s+\(tasks\s*/\s*actors\)\s+killed\s+due\s+to\s+memory\s+pressure", kind="host_oom"),
     _rule("lost_rank", r"Worker\s+proc\s+\S+\s+died\s+unexpectedly|The\s+actor\s+died\s+unexpectedly\s+before\s+finishing|"
                        r"The\s+actor\s+is\s+dead\s+because\s+its\s+worker\s+process\s+has\s+died", tier=1, kind="worker"),
     _rule("nccl_error",
@@ -393,7 +414,8 @@ RULES: list[_Rule] = [
           r"No\s+supported\s+config\s+format\s+found\s+in|Could\s+not\s+detect\s+config\s+format\s+for\s+no\s+config\s+file|"
           r"We\s+couldn'?t\s+connect\s+to\s+'https://huggingface\.co'|"
           # requests' own words when the Hub cannot be reached (no network, a proxy): the model cannot be fetched
-          r"HTTPSConnectionPool\(host='(?:huggingface\.co|hf-mirror\.com|[\w.-]*\.hf\.co)',\s*port=\d+\):\s*Max\s+retries|"
+          # (inside a repr the quotes come escaped: host=\'huggingface.co\')
+          r"HTTPSConnectionPool\(host=\\?'(?:huggingface\.co|hf-mirror\.com|[\w.-]*\.hf\.co)\\?',\s*port=\d+\):\s*Max\s+retries|"
           r"Cannot\s+find\s+the\s+requested\s+files\s+in\s+the\s+(?:local\s+|disk\s+)?cache|"
           r"Can'?t\s+load\s+the\s+(?:configuration|config|tokenizer)\s+(?:of|for)\s+'|"
           r"Cannot\s+find\s+an\s+appropriate\s+cached\s+snapshot\s+folder|"
@@ -402,6 +424,11 @@ RULES: list[_Rule] = [
           # httpx's wording of the Hub's refusal (huggingface_hub 1.x, and tools that download through httpx):
           # "Client error '403 Forbidden' for url 'https://huggingface.co/...'" (the URL may be on the next line)
           r"Client\s+error\s+'40[13][^'\n]*'\s+for\s+url\s+'?https?://huggingface\.co"),
+    # huggingface_hub's CacheNotFound: the cache the hub was told to read from (HF_HOME, HF_HUB_CACHE, cache_dir) is not
+    # there ("Cache directory not found: /data/.cache/huggingface. Please use `cache_dir` argument or set
+    # `HF_HUB_CACHE` environment variable.")
+    _rule("model_not_found_or_auth", r"Cache\s+directory\s+not\s+found:\s*\S+\.\s*Please\s+use\s+`?cache_dir",
+          kind="hub_cache"),
     # the model loader lists the weight files (DefaultModelLoader._prepare_weights) as it loads the model: a directory or
     # repository with a config but no weights in a format it reads (.safetensors, .bin, .pt)
     _rule("model_not_found_or_auth", r"Cannot\s+find\s+any\s+model\s+weights", kind="no_weights"),
@@ -475,6 +502,19 @@ RULES: list[_Rule] = [
     # an architecture this vLLM dropped (registry.py, _raise_for_unsupported): an older vLLM runs it
     _rule("model_not_supported", r"Model\s+architecture\s+\w+\s+was\s+supported\s+in\s+vLLM\s+until\s+"
                                  r"v?(?P<last_version>\d+(?:\.\d+)*)", kind="dropped"),
+    # a GGUF checkpoint this vLLM cannot read: its parameters not mapped onto the model's ("RuntimeError: Failed to map
+    # GGUF parameters (356):"), or a .gguf file read as a config by a vLLM without GGUF support ("It looks like the
+    # config file at '.../x.Q4_0.gguf' is not a valid JSON file.")
+    _rule("model_not_supported", r"Failed\s+to\s+map\s+GGUF\s+parameters", kind="weights"),
+    _rule("model_not_supported", r"config\s+file\s+at\s+'[^'\n]*\.gguf'\s+is\s+not\s+a\s+valid\s+JSON\s+file", kind="gguf"),
+    # a LoRA adapter with a module this vLLM cannot load into (lora/utils.py parse_fine_tuned_lora_name:
+    # "ValueError: base_model.model.lm_head.weight is unsupported LoRA weight")
+    _rule("model_not_supported", r"is\s+unsupported\s+LoRA\s+weight", kind="lora_module"),
+    # the model's config class lacks a field this vLLM reads from it (a model family newer than this vLLM, or a
+    # multimodal config whose text fields sit in a sub-config: "AttributeError: 'Qwen2_5OmniConfig' object has no
+    # attribute 'num_attention_heads'"). Medium: a bug can say the same
+    _rule("model_not_supported", r"AttributeError:\s*'(?P<config>\w+Config)'\s+object\s+has\s+no\s+attribute\s+"
+                                 r"'(?P<attribute>\w+)'", tier=1, kind="config_attr"),
     # a transformers too old for the model type: CONFIG_MAPPING[model_type] raises KeyError('<type>')
     _rule("model_not_supported",
           r"configuration_auto\.py\",?\s+line\s+\d+,\s+in\s+__getitem__[\s\S]{0,300}?KeyError:\s*'(?P<model_type>[\w.-]+)'"),
@@ -550,6 +590,12 @@ RULES: list[_Rule] = [
     # launch: "out of resource: shared memory, Required: 102400, Hardware limit: 101376"
     _rule("unsupported_dtype_or_gpu", r"out\s+of\s+resource:\s*shared\s+memory,\s*Required:\s*(?P<smem_required>\d+),?"
                                       r"\s*Hardware\s+limit:\s*(?P<smem_limit>\d+)", kind="smem"),
+    # a kernel with no code for this GPU's architecture (HIP's and CUDA's hipErrorInvalidDeviceFunction /
+    # cudaErrorInvalidDeviceFunction: "RuntimeError: HIP error: invalid device function", a wheel built for other gfx
+    # or sm targets), and Ascend's operator package built for another SoC ("the socversion Ascend910B1 of bin package
+    # does not match the current device socverison Ascend310P3")
+    _rule("unsupported_dtype_or_gpu", r"(?:HIP|CUDA)\s+error:\s*invalid\s+device\s+function|"
+                                      r"socver\w*\s+\S+\s+of\s+bin\s+package\s+does\s+not\s+match\s+the\s+current\s+device"),
     # the attention-backend selector's reason when the GPU itself is the limit (platforms/cuda.py)
     _rule("unsupported_dtype_or_gpu", r"(?:is\s+not\s+valid\s+for\s+this\s+configuration|No\s+valid\s+attention\s+"
                                       r"backend\s+found)[^\n]{0,400}?compute\s+capability\s+not\s+supported"),
@@ -559,6 +605,14 @@ RULES: list[_Rule] = [
     # category above that names the same refusal more precisely (max_len_over_model_limit) wins.
     _rule("config_rejected",
           r"validation\s+error\s+for\s+(?P<config>\w*Config)\s+(?:[\w.]+\s+)?Value\s+error,\s*(?P<message>[^\n\[]+)", tier=1),
+    # an attention backend name this vLLM does not have (VLLM_ATTENTION_BACKEND or --attention-backend: "ValueError:
+    # Unknown attention backend: 'ASCEND'. Valid options are: FLASH_ATTN, ...")
+    _rule("config_rejected", r"(?P<message>Unknown\s+attention\s+backend:\s*'?[\w.-]+'?)\.?\s+Valid\s+options\s+are",
+          kind="backend_name"),
+    # more data-parallel ranks on a node than it has devices (multiproc_executor: "AssertionError: DP adjusted local
+    # rank 3 is out of bounds for 1 devices.")
+    _rule("config_rejected", r"(?P<message>local\s+rank\s+\d+\s+is\s+out\s+of\s+bounds\s+for\s+\d+\s+devices?)",
+          kind="ranks"),
     # vLLM's argument parser (argparse: "vllm: error: unrecognized arguments: --temperature 0.8", "vllm serve: error:
     # argument --dtype: invalid choice: ...", "api_server.py: error: the following arguments are required: ...")
     _rule("config_rejected", r"(?m)^(?:vllm(?:\s+serve)?|api_server\.py|[\w.-]{1,40}\.py):\s+error:\s+(?P<message>"
@@ -753,6 +807,11 @@ def _fix_cuda_oom_runtime(f: dict, where: str, kind: str) -> tuple[str, str]:
 
 def _fix_tp_not_divisible(f: dict, where: str, kind: str) -> tuple[str, str]:
     """A parallel size the GPUs, heads or experts do not divide."""
+    if kind == "jax_sharding":
+        return (f"A tensor's dimension does not split over the TPU mesh's {f.get('tp_size', '')} model shards "
+                "(the tensor parallel size)".replace("  ", " "),
+                "Use a --tensor-parallel-size that divides the model's heads and KV heads (and the dimension the "
+                "message names), or fewer TPU chips for this model.")
     if kind == "too_few_gpus":
         return ("Tensor/pipeline parallel size asks for more GPUs than the node has",
                 "Set --tensor-parallel-size × --pipeline-parallel-size to at most the number of visible GPUs "
@@ -818,6 +877,12 @@ def _fix_driver_mismatch_or_no_driver(f: dict, where: str, kind: str) -> tuple[s
                 "In a container: run it with the NVIDIA runtime and GPU access (docker run --gpus all; the NVIDIA "
                 "container toolkit mounts libcuda.so.1), and do not override LD_LIBRARY_PATH past it; on the host "
                 "check `nvidia-smi` and that python -c 'import torch; print(torch.cuda.is_available())' is True.")
+    if kind == "cudart":
+        so = f"libcudart.so.{f['cuda_runtime']}" if f.get("cuda_runtime") is not None else "libcudart.so"
+        return (f"The CUDA runtime library vLLM was built for ({so}) is not installed on the node",
+                "Install the vLLM and torch wheels built for the CUDA the node's driver supports (one pinned set, "
+                "e.g. the +cu121 wheels), or the CUDA runtime the wheel needs (the nvidia-cuda-runtime-cu12 package, "
+                "or the CUDA toolkit role at that major version); `nvidia-smi` shows the CUDA the driver supports.")
     if kind == "no_platform":
         summary = ("vLLM found no GPU platform (no CUDA device visible to the process: a container without GPUs, a "
                    "Ray actor scheduled without num_gpus, or no driver)")
@@ -843,6 +908,11 @@ def _fix_lost_rank(f: dict, where: str, kind: str) -> tuple[str, str]:
                 "SIGKILL with no error of its own is almost always the host's OOM killer or the container's memory "
                 "limit: read `dmesg` / `journalctl -k` for 'Out of memory: Killed process', then give the node or "
                 "container more RAM (or load fewer weights into host memory at once), then restart the instance.")
+    if kind == "host_oom":
+        return ("Ray killed a worker process of the engine because the node's host memory (RAM, not the GPU's) ran low",
+                "Give the node more RAM or load less into it at once (fewer engines or workers per node, no CPU "
+                "offload or swap space, --load-format safetensors), or raise RAY_memory_usage_threshold if the limit "
+                "is Ray's own; then restart the instance.")
     if kind == "worker":
         return ("A worker process of the engine (one tensor- or pipeline-parallel rank) died, and the engine stops with it",
                 "Find why it died in the lines above it or the host's log (the kernel's OOM killer in `dmesg`, a "
@@ -908,6 +978,16 @@ def _fix_cuda_oom(f: dict, where: str, kind: str) -> tuple[str, str]:
 
 # model_not_supported's kinds whose words need no figure: (what, fix)
 _MODEL_NOT_SUPPORTED_KINDS = {
+    "gguf": ("This vLLM read a GGUF file as a Hugging Face config: it cannot load the model from GGUF",
+             "Use a vLLM with GGUF support (0.5.5 on) and pass the .gguf file itself as --model with the original "
+             "model's --tokenizer, or serve the model's Hugging Face checkpoint instead of the GGUF one."),
+    "lora_module": ("A LoRA adapter holds a module this vLLM cannot load into (e.g. a trained lm_head or embeddings)",
+                    "Re-train or re-export the adapter without modules_to_save (only the target projections), or "
+                    "merge it into the base model and serve the merged model; a newer vLLM may take more of the "
+                    "adapter's modules."),
+    "config_attr": ("The model's config lacks a field this vLLM reads: this vLLM does not know the model's config layout",
+                    "Upgrade vLLM (and the transformers it pins) to a release that lists the model family; a multimodal "
+                    "family whose text settings sit in a sub-config needs the release that added it."),
     "rope_config": ("This vLLM / transformers cannot read the model's rope_scaling (a newer model's config.json)",
                     "Upgrade vLLM together with the transformers it pins to a release that knows this model's "
                     "rope_scaling (Llama 3.1's 'llama3' type, Qwen2-VL's mrope), or serve a model of the generations "
@@ -1110,6 +1190,16 @@ def _fix_config_rejected(f: dict, where: str, kind: str) -> tuple[str, str]:
                 "cluster (RAY_ADDRESS) rather than a new local Ray without the GPUs, and do not start it inside a "
                 "placement group of your own unless that group has one bundle of one GPU per rank; no other placement "
                 "group may hold the GPUs.")
+    if kind == "backend_name":
+        return (f"vLLM does not have the attention backend asked for: {f.get('message', '')}",
+                "Unset VLLM_ATTENTION_BACKEND (or drop --attention-backend) so vLLM picks one, or name one of the "
+                "options the message lists; an accelerator plugin's backend needs the plugin installed at the "
+                "version that matches this vLLM.")
+    if kind == "ranks":
+        return (f"More ranks were placed on a node than it has devices: {f.get('message', '')}",
+                "Make --data-parallel-size × --tensor-parallel-size × --pipeline-parallel-size on each node at most "
+                "the devices visible there (--data-parallel-size-local, CUDA_VISIBLE_DEVICES / the container's "
+                "device list).")
     if kind == "lora_rank":
         return (f"A LoRA adapter's rank ({f.get('lora_rank')}) is above the engine's --max-lora-rank "
                 f"({f.get('max_lora_rank')})",
@@ -1298,8 +1388,9 @@ _FRAME_LINE_RE = re.compile(r'^[ \t]*File\s+"[^"\n]*",\s+line\s+\d+,\s+in\s+\S+|
 _BUILT_WITH_THE_MODEL = ("quant_shape", "assert_heads", "quant_scheme", "version", "divide")
 # Rule kinds raised at whichever step reaches them, placed by the frames like an error of no category: V1's
 # attention-backend selector (as the model's layers are built, or later), ModelScope's hub lookup (at the first
-# step that fetches a file of the model: its config at start-up, a multimodal processor in the profiling run).
-_PLACED_BY_FRAMES = ("backend", "modelscope")
+# step that fetches a file of the model: its config at start-up, a multimodal processor in the profiling run), the
+# hub's cache lookup (the same), a LoRA adapter's modules (at start with --lora-modules, or when a request names it).
+_PLACED_BY_FRAMES = ("backend", "modelscope", "hub_cache", "lora_module")
 # Rule kinds whose words say the phase, unlike the rest of their category: (category, kind) -> (phase, confidence).
 _KIND_PHASES = {
     # the model loader lists the weight files as it loads the model, not as the config is read

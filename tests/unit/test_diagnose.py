@@ -489,8 +489,8 @@ def test_only_the_engine_config_or_distributed_setup_reached_is_init(line):
      "1800 seconds. See `ray status` to make sure the cluster has enough resources.", "config_rejected", None),
     ("ValueError: Ray does not allocate any GPUs on the driver node. Consider adjusting the Ray placement group or "
      "running the driver on a GPU node.", "config_rejected", None),
-    # Ray's host-memory monitor, not a CUDA OOM: no ladder
-    ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.", "unknown", None),
+    # Ray's host-memory monitor, not a CUDA OOM: no ladder; it killed a worker, so a rank is gone (round 16's threads)
+    ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.", "lost_rank", None),
 ])
 def test_model_and_ray_wordings(line, category, figure):
     r = diagnose(line)
@@ -2038,4 +2038,58 @@ def test_round14_wordings(log, category, phase, word):
     ("ValueError: VLLM_ATTENTION_BACKEND is set to FLASHINFER but FlashInfer is not installed", "unknown", "init", None),
 ])
 def test_round15_wordings(log, category, phase, word):
+    _diagnosed_as(log, category, phase, word)
+
+
+@pytest.mark.parametrize("log,category,phase,word", [
+    # another platform's plugin finding no memory for the KV cache (blind16 212, 213, 221: vllm-metal)
+    ("ValueError: Paged attention: not enough Metal memory for KV cache. metal_limit=5.73GB, fraction=0.15, "
+     "usable_metal=0.86GB, model_memory=0.34GB, overhead=1.42GB, kv_budget=-0.89GB.", "no_kv_memory",
+     "kv_cache_allocation", "--gpu-memory-utilization"),
+    # Ray's memory monitor killing a worker for the node's host memory (014, 015, 026): a rank gone, the fix on RAM
+    ("ERROR 03-21 17:27:44 [core.py:340] ray.exceptions.OutOfMemoryError: Task was killed due to the node running low "
+     "on memory.", "lost_rank", "unknown", "RAM"),
+    ("(raylet) node_manager.cc:3007: 2 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed "
+     "due to other reasons at node", "lost_rank", "unknown", "RAY_memory_usage_threshold"),
+    # the TPU's HBM in XLA's allocation words (210); the Hub unreachable, quotes escaped inside a repr (016)
+    ("RESOURCE_EXHAUSTED: Error allocating device buffer: Attempting to allocate 832.0K. That was not possible. There "
+     "are 112.5K free.; (0x0x0_HBM0)", "cuda_oom", "unknown", None),
+    ("requests.exceptions.ConnectionError: (MaxRetryError('HTTPSConnectionPool(host=\\'huggingface.co\\', port=443): "
+     "Max retries exceeded with url: /api/models/meta-llama/Llama-2-13b-chat-hf", "model_not_found_or_auth", "init", None),
+    # the CUDA runtime vLLM was built for missing (018); a kernel with no code for the GPU (102); Ascend's operator
+    # package for another SoC (205)
+    ("    from vllm import cuda_utils\nImportError: libcudart.so.12: cannot open shared object file: No such file or "
+     "directory", "driver_mismatch_or_no_driver", "init", "nvidia-cuda-runtime"),
+    ("RuntimeError: HIP error: invalid device function\nHIP kernel errors might be asynchronously reported at some "
+     "other API call", "unsupported_dtype_or_gpu", "init", None),
+    ("[ERROR] the socversion Ascend910B1 of bin package does not match the current device socverison Ascend310P3.",
+     "unsupported_dtype_or_gpu", "init", None),
+    # the hub's cache not there (113), a GGUF read as a config (001) or not mapped (214), a LoRA module vLLM cannot
+    # load (004), a config class without a field vLLM reads (112)
+    ("Cache directory not found: /data/.cache/huggingface. Please use `cache_dir` argument or set `HF_HUB_CACHE` "
+     "environment variable.", "model_not_found_or_auth", "unknown", None),
+    ("OSError: It looks like the config file at '/root/.cache/m/tinyllama-1.1b-chat-v1.0.Q4_0.gguf' is not a valid "
+     "JSON file.", "model_not_supported", "init", "--tokenizer"),
+    ("RuntimeError: Failed to map GGUF parameters (356):", "model_not_supported", "model_loading", None),
+    ("ValueError: base_model.model.lm_head.weight is unsupported LoRA weight", "model_not_supported", "unknown",
+     "modules_to_save"),
+    ("AttributeError: 'Qwen2_5OmniConfig' object has no attribute 'num_attention_heads'", "model_not_supported", "init",
+     None),
+    # an attention backend this vLLM does not have (208); more DP ranks on a node than devices (211); a tensor that
+    # does not split over a TPU mesh (217)
+    ("ValueError: Unknown attention backend: 'ASCEND'. Valid options are: FLASH_ATTN, TRITON_ATTN, XFORMERS",
+     "config_rejected", "init", "VLLM_ATTENTION_BACKEND"),
+    ("AssertionError: DP adjusted local rank 3 is out of bounds for 1 devices.", "config_rejected", "init",
+     "--data-parallel-size"),
+    ("ValueError: One of device_put args was given the sharding of NamedSharding(mesh=Mesh('data': 1, 'model': 8), "
+     "spec=PartitionSpec('model', None)), which implies that the global size of its dimension 0 should be divisible "
+     "by 8, but it is equal to 4", "tp_not_divisible", "init", None),
+    # near misses: Ray's OOM of a task with no worker named stays Ray's (not the GPU's); a config object's missing
+    # field that is no config class; vmem (a kernel's own limit) stays unknown; a device function named in prose
+    ("AttributeError: 'GPUModelRunner' object has no attribute 'kv_caches'", "unknown", "init", None),
+    ("jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in memory "
+     "space vmem. Used 76.58M of 64.00M vmem.", "unknown", "init", None),
+    ("ImportError: libcudnn.so.9: cannot open shared object file", "unknown", "init", None),
+])
+def test_round16_wordings(log, category, phase, word):
     _diagnosed_as(log, category, phase, word)

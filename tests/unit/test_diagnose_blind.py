@@ -1,14 +1,15 @@
-"""Diagnosis of every log of the fifteen blind hold-outs, round 1 (tests/fixtures/vllm-failures-blind), round 2
+"""Diagnosis of every log of the sixteen blind hold-outs, round 1 (tests/fixtures/vllm-failures-blind), round 2
 (tests/fixtures/vllm-failures-blind2), round 3 (tests/fixtures/vllm-failures-blind3), round 4
 (tests/fixtures/vllm-failures-blind4), round 5 (tests/fixtures/vllm-failures-blind5), round 6
 (tests/fixtures/vllm-failures-blind6), round 7 (tests/fixtures/vllm-failures-blind7), round 8
 (tests/fixtures/vllm-failures-blind8), round 9 (tests/fixtures/vllm-failures-blind9), round 10
 (tests/fixtures/vllm-failures-blind10), round 11 (tests/fixtures/vllm-failures-blind11), round 12
 (tests/fixtures/vllm-failures-blind12), round 13 (tests/fixtures/vllm-failures-blind13), round 14
-(tests/fixtures/vllm-failures-blind14) and round 15 (tests/fixtures/vllm-failures-blind15), each under the rule of its
+(tests/fixtures/vllm-failures-blind14), round 15 (tests/fixtures/vllm-failures-blind15) and round 16
+(tests/fixtures/vllm-failures-blind16), each under the rule of its
 PROTOCOL.md. Until a round's
 final measurement only its development two-thirds were here (sorted by file name, index i % 3 != 2); the
-blind third joined after it was measured once (rounds 1-3 on 2026-12-02, rounds 4 and 5 on 2026-12-03, rounds 6 to 15 on 2026-12-04, with rules
+blind third joined after it was measured once (rounds 1-3 on 2026-12-02, rounds 4 and 5 on 2026-12-03, rounds 6 to 16 on 2026-12-04, with rules
 never tuned on them; PROTOCOL.md), as the protocol says.
 The expected category and phase are the collector's, from each .meta.yaml.
 
@@ -31,7 +32,8 @@ ROUNDS = {"vllm-failures-blind": 61, "vllm-failures-blind2": 46, "vllm-failures-
           "vllm-failures-blind5": 70, "vllm-failures-blind6": 32, "vllm-failures-blind7": 30,
           "vllm-failures-blind8": 36, "vllm-failures-blind9": 41, "vllm-failures-blind10": 25,
           "vllm-failures-blind11": 30, "vllm-failures-blind12": 30,
-          "vllm-failures-blind13": 49, "vllm-failures-blind14": 37, "vllm-failures-blind15": 40}
+          "vllm-failures-blind13": 49, "vllm-failures-blind14": 37, "vllm-failures-blind15": 40,
+          "vllm-failures-blind16": 63}
 
 
 LOGS = {folder: failure_logs(FIXTURES / folder, size, "PROTOCOL.md") for folder, size in ROUNDS.items()}
@@ -369,6 +371,62 @@ KNOWN_MISSES = {
             "the rules read (unsupported_dtype_or_gpu by the thread)",
         ("210-tpu-gemma4-mm-accelerator-meminfo-jax-serving.log", "phase"):
             "a model's image path (_process_image_input) is the profiling run's as much as a request's: init",
+    },
+    "vllm-failures-blind16": {
+        ("004-lora-modules-to-save-lm-head-unsupported.log", "phase"):
+            "an adapter's modules are read at start (--lora-modules) or when a request names it: no frame says which "
+            "(serving by the collector)",
+        ("008-guidance-backend-llguidance-version-typeerror.log", "phase"):
+            "a structured-output backend's TypeError with no frame of a request's path the rules read: init (serving "
+            "by the thread)",
+        ("014-ray-killed-rayworkervllm-host-oom.log", "phase"):
+            "Ray's memory monitor killing a worker says nothing of the step (a worker's __init__ in the message; "
+            "serving by the collector): phase unknown",
+        ("015-raylet-workers-killed-memory-pressure-tp4.log", "phase"): _NO_PHASE,
+        ("017-prefix-caching-baichuan2-t4-triton-shared-memory.log", "phase"): _NO_PHASE,
+        ("020-qwen2-bnb-not-supported-v063.log", "phase"):
+            "'does not support BitsAndBytes quantization' read as the model class's check at start (init); the "
+            "thread: as the model loads",
+        ("021-spec-decode-r1-distill-qwen-vocab-assert.log", "category"):
+            "a bare AssertionError on the draft and target models' vocab sizes: no engine argument it names "
+            "(config_rejected by the error text: a draft model that does not match)",
+        ("021-spec-decode-r1-distill-qwen-vocab-assert.log", "phase"):
+            "placed after the weights loaded (profile_run); the collector: as the models load",
+        ("026-v1-ray-deepseekv3-16xh20-host-oom-worker-killed.log", "phase"): _NO_PHASE,
+        ("107-qwen2-72b-w4a16-marlin-tp2-min-thread-k.log", "category"):
+            "Marlin's tile refusal with no sign in the excerpt of more than one rank: the layer's (model_not_supported), "
+            "as for one GPU since round 14; the collector, from the message's 'Consider reducing tensor_parallel_size': "
+            "tp_not_divisible",
+        ("108-agent-r1-rollout-oom-step54-activation.log", "category"):
+            "an out-of-memory error in the model's forward with no frame or line of the rollout the rules read: "
+            "generic cuda_oom (the thread: generating, cuda_oom_runtime)",
+        ("108-agent-r1-rollout-oom-step54-activation.log", "phase"): _NO_PHASE,
+        ("115-qwen15-gptq-int4-kv-cache-retyped-line.log", "category"):
+            "a hand-retyped error line ('maxinum number of tokens'): V0's KV-cache refusal is not read in it; a "
+            "family rule reads 'the model' with a refusal (kv_cache_too_small by the thread)",
+        ("115-qwen15-gptq-int4-kv-cache-retyped-line.log", "phase"):
+            "read with the family's category at start-up (init); kv_cache_allocation by the thread",
+        ("201-omni-npu-oom-diffusion-benchmark-rpc.log", "category"):
+            "an NPU OOM in vllm-omni's worker RPC: that a benchmark was being served is only in the thread "
+            "(cuda_oom_runtime)",
+        ("201-omni-npu-oom-diffusion-benchmark-rpc.log", "phase"): _NO_PHASE,
+        ("203-tpu-v7x-vmem-oom-rpa-precompile-qwen3vl.log", "category"):
+            "XLA out of a kernel's vmem is a kernel's tiling limit, not the device's memory (round 8's thread: a "
+            "kernel bug, unknown); this thread: precompilation out of memory (cuda_oom_after_kv)",
+        ("203-tpu-v7x-vmem-oom-rpa-precompile-qwen3vl.log", "phase"):
+            "no frame of tpu-inference's precompilation the rules read: init (graph_capture by the thread)",
+        ("204-ascend-eagle3-long-prompt-vector-core-507035.log", "phase"):
+            "no frame of a request's path the rules read: init (serving by the collector)",
+        ("207-ascend-910a-swiglu-opp-kernel-unsupported-device.log", "category"):
+            "the excerpt ends in the engine's frames before the operator's error; the thread: SwiGLU has no kernel "
+            "for the 910A (unsupported_dtype_or_gpu)",
+        ("210-tpu-offload-connector-hbm-resource-exhausted-gather.log", "category"):
+            "the TPU's HBM exhausted (an OOM) while gathering a request's blocks: that the request was being served "
+            "is in the message's request id, which the rules do not read (cuda_oom_runtime by the thread)",
+        ("210-tpu-offload-connector-hbm-resource-exhausted-gather.log", "phase"): _NO_PHASE,
+        ("216-gguf-plugin-deepseek-v4-unknown-gguf-model-type.log", "phase"):
+            "'Unknown gguf model_type' read as the architecture's check at start (init); the thread: as the GGUF "
+            "weights load",
     },
 }
 
