@@ -35,7 +35,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 COMMIT_RE = re.compile(r"diagnose\.py as at ([0-9a-f]{7,40})|rules at ([0-9a-f]{7,40})")
 
-# Runs in a fresh interpreter whose sys.path starts with the old tree; refuses to score another copy.
+# Runs in a fresh interpreter whose sys.path starts with the old tree; refuses to score another copy. Prints
+# {log name: [category, phase]} for the folder.
 RUNNER = """
 import glob, json, os, sys
 tree, folder = sys.argv[1], sys.argv[2]
@@ -47,9 +48,10 @@ for path in sorted(glob.glob(os.path.join(folder, '*.log'))):
     with open(path, 'rb') as fh:
         data = fh.read()
     try:
-        out[os.path.basename(path)] = d.diagnose(data).category
+        r = d.diagnose(data)
+        out[os.path.basename(path)] = [r.category, getattr(r, 'phase', 'unknown')]
     except Exception as exc:
-        out[os.path.basename(path)] = 'error: ' + type(exc).__name__
+        out[os.path.basename(path)] = ['error: ' + type(exc).__name__, 'unknown']
 print(json.dumps(out))
 """
 
@@ -187,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
                 if run.returncode:
                     print(f"rules of round {k} ({commit}) on round {j}: failed: {run.stderr.strip().splitlines()[-1:]}")
                     continue
-                got, expected = json.loads(run.stdout), truth(folder)
+                got, expected = {name: v[0] for name, v in json.loads(run.stdout).items()}, truth(folder)
                 if j == k:
                     measured[j] = got
                 share[(k, j)] = (sum(got[name] == expected[name] for name in got), len(got))

@@ -37,25 +37,11 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 from bench_diagnose_blind import split  # noqa: E402
-from bench_diagnose_forward import export, in_history, rounds  # noqa: E402
+from bench_diagnose_forward import RUNNER, export, in_history, rounds  # noqa: E402
 from vllm_deploy.ladder import ACTIONS  # noqa: E402
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 READERS = os.path.join(FIXTURES, "diagnose-readers")
-# Runs in a fresh interpreter whose sys.path starts with the old tree: {log name: [category, phase]} for a folder.
-RUNNER = """
-import glob, json, os, sys
-tree, folder = sys.argv[1], sys.argv[2]
-sys.path.insert(0, tree)
-import vllm_deploy.diagnose as d
-assert os.path.realpath(d.__file__).startswith(os.path.realpath(tree)), d.__file__
-out = {}
-for path in sorted(glob.glob(os.path.join(folder, '*.log'))):
-    with open(path, 'rb') as fh:
-        r = d.diagnose(fh.read())
-    out[os.path.basename(path)] = [r.category, r.phase]
-print(json.dumps(out))
-"""
 
 
 def labels(keys: set[tuple[str, str]]) -> dict[tuple[str, str], dict]:
