@@ -200,6 +200,10 @@ def running_gateway(config_dir, engine_names, keys=None, master_worker=False, en
                 except OSError:
                     assert proc.poll() is None, proc.stdout.read()
                     time.sleep(0.05)
+        # The runtime API too: a master-worker HAProxy's listeners can answer before its worker's admin socket exists
+        # (a loaded CI run connected to it in that moment: FileNotFoundError).
+        for path in [config_dir / "admin.sock"] + ([config_dir / "master.sock"] if master_worker else []):
+            _wait_unix(path, proc)
         yield {"port": port, "engines": {e.name: e for e in engines}, "config": config.read_text(), "pid": proc.pid,
                "socket": str(config_dir / "admin.sock"), "master_socket": str(config_dir / "master.sock")}
     finally:
@@ -209,6 +213,21 @@ def running_gateway(config_dir, engine_names, keys=None, master_worker=False, en
         for engine in engines:
             engine.shutdown()
             engine.server_close()
+
+
+def _wait_unix(path, proc, timeout=10.0):
+    """Until a UNIX socket accepts a connection (HAProxy's runtime API), or fail naming it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(1)
+                sock.connect(str(path))
+            return
+        except OSError:
+            assert proc.poll() is None, proc.stdout.read()
+            assert time.monotonic() < deadline, f"HAProxy's runtime API {path} did not answer in {timeout:.0f} s"
+            time.sleep(0.05)
 
 
 # --- a running gateway's runtime API and key tool (the key and token-budget tests) --------------------
