@@ -44,14 +44,15 @@ FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 READERS = os.path.join(FIXTURES, "diagnose-readers")
 
 
-def labels(keys: set[tuple[str, str]]) -> dict[tuple[str, str], dict]:
-    """(folder, log name) -> the collector's meta, for the readers' logs; each must be of a round's blind third."""
+def labels(keys: set[tuple[str, str]], blind_only: bool = True) -> dict[tuple[str, str], dict]:
+    """(folder, log name) -> the collector's meta, for the readers' logs; with blind_only each must be of a round's
+    blind third."""
     out = {}
     for folder in sorted({f for f, _ in keys}):
         names = [n for n in os.listdir(os.path.join(FIXTURES, folder)) if n.endswith(".log")]
         blind = set(split(names)[1])
         for name in sorted(n for f, n in keys if f == folder):
-            if name not in blind:
+            if blind_only and name not in blind:
                 raise SystemExit(f"{folder}/{name}: the readers' file names a log outside the round's blind third")
             with open(os.path.join(FIXTURES, folder, name[:-4] + ".meta.yaml"), encoding="utf-8") as fh:
                 out[(folder, name)] = yaml.safe_load(fh)
@@ -82,6 +83,18 @@ def majority(votes: list[str]) -> str | None:
     return top if count >= 2 else None
 
 
+def votes(readers: dict, names: list[str], keys, field: str) -> dict:
+    """(folder, log) -> the readers' majority answer for `field` (category or phase), None where all differ."""
+    return {k: majority([readers[r].get(k, {}).get(field, "") for r in names]) for k in keys}
+
+
+def scored(category: dict, phase: dict, truth: dict, keys: list, phased: list) -> str:
+    """'category a/b; phase c/d; remedy e/b' of one reader's (or the rules') answers against the labels."""
+    return (f"category {pct(sum(category.get(k) == truth[k]['category'] for k in keys), len(keys))};"
+            f" phase {pct(sum(phase.get(k) == truth[k]['phase'] for k in phased), len(phased))};"
+            f" remedy {pct(acted(category, truth, keys), len(keys))}")
+
+
 def rules_blind(keys: list[tuple[str, str]]) -> dict[tuple[str, str], tuple[str, str]]:
     """(folder, log) -> (category, phase) the rules that measured its round gave, for rounds whose commit git has."""
     out = {}
@@ -107,31 +120,24 @@ def whole_round(path: str) -> None:
     that measured it: a file round<N>.tsv."""
     readers = answers(path)
     names = sorted(readers)
-    keys = sorted({k for r in names for k in readers[r]})
-    folder = keys[0][0]
+    folder = next(iter(readers[names[0]]))[0]
     logs = sorted(n for n in os.listdir(os.path.join(FIXTURES, folder)) if n.endswith(".log"))
-    truth = {}
-    for name in logs:
-        with open(os.path.join(FIXTURES, folder, name[:-4] + ".meta.yaml"), encoding="utf-8") as fh:
-            truth[(folder, name)] = yaml.safe_load(fh)
-    rules = rules_blind(sorted(truth))
+    truth = labels({(folder, name) for name in logs}, blind_only=False)
+    keys = sorted(truth)
+    rules = rules_blind(keys)
     blind = set(split(logs)[1])
-    vote = {k: majority([readers[r].get(k, {}).get("category", "") for r in names]) for k in truth}
-    vote_ph = {k: majority([readers[r].get(k, {}).get("phase", "") for r in names]) for k in truth}
+    rows = [("rules", {k: v[0] for k, v in rules.items()}, {k: v[1] for k, v in rules.items()}),
+            ("majority", votes(readers, names, keys, "category"), votes(readers, names, keys, "phase"))]
+    rows += [(r, {k: row["category"] for k, row in readers[r].items()},
+              {k: row["phase"] for k, row in readers[r].items()}) for r in names]
     print()
     print(f"{folder}, read whole by {len(names)} readers when it was measured, before it was opened:")
-    for part, sub in (("blind third", [k for k in sorted(truth) if k[1] in blind]),
-                      ("development", [k for k in sorted(truth) if k[1] not in blind]), ("all", sorted(truth))):
+    for part, sub in (("blind third", [k for k in keys if k[1] in blind]),
+                      ("development", [k for k in keys if k[1] not in blind]), ("all", keys)):
         phased = [k for k in sub if truth[k].get("phase", "unknown") != "unknown"]
-        rows = [("rules", {k: v[0] for k, v in rules.items()}, {k: v[1] for k, v in rules.items()}),
-                ("majority", vote, vote_ph)]
-        rows += [(r, {k: row["category"] for k, row in readers[r].items()},
-                  {k: row["phase"] for k, row in readers[r].items()}) for r in names]
         print(f"  {part} ({len(sub)}):")
         for who, cat, ph in rows:
-            print(f"    {who:<9} category {pct(sum(cat.get(k) == truth[k]['category'] for k in sub), len(sub))};"
-                  f" phase {pct(sum(ph.get(k) == truth[k]['phase'] for k in phased), len(phased))};"
-                  f" remedy {pct(acted(cat, truth, sub), len(sub))}")
+            print(f"    {who:<9} {scored(cat, ph, truth, sub, phased)}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,17 +152,12 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print("category (and phase where the thread names one) against the collectors' labels:")
     for r in names:
-        right = sum(readers[r].get(k, {}).get("category") == truth[k]["category"] for k in keys)
-        ph = sum(readers[r].get(k, {}).get("phase") == truth[k]["phase"] for k in phased)
-        remedy = acted({k: row["category"] for k, row in readers[r].items()}, truth, keys)
-        print(f"  {r:<10} category {pct(right, len(keys))}; phase {pct(ph, len(phased))};"
-              f" remedy {pct(remedy, len(keys))}")
-    vote = {k: majority([readers[r].get(k, {}).get("category", "") for r in names]) for k in keys}
-    vote_ph = {k: majority([readers[r].get(k, {}).get("phase", "") for r in names]) for k in keys}
-    right = sum(vote[k] == truth[k]["category"] for k in keys)
-    ph = sum(vote_ph[k] == truth[k]["phase"] for k in phased)
-    print(f"  {'majority':<10} category {pct(right, len(keys))}; phase {pct(ph, len(phased))};"
-          f" remedy {pct(acted(vote, truth, keys), len(keys))} (no majority on {sum(v is None for v in vote.values())})")
+        category = {k: row["category"] for k, row in readers[r].items()}
+        phase = {k: row["phase"] for k, row in readers[r].items()}
+        print(f"  {r:<10} {scored(category, phase, truth, keys, phased)}")
+    vote, vote_ph = votes(readers, names, keys, "category"), votes(readers, names, keys, "phase")
+    print(f"  {'majority':<10} {scored(vote, vote_ph, truth, keys, phased)}"
+          f" (no majority on {sum(v is None for v in vote.values())})")
     for source in ("error_text", "thread"):
         sub = [k for k in keys if str(truth[k].get("conclusion_source", "")).endswith(source)]
         print(f"    labels from the {source:<10} ({len(sub)} logs): majority {pct(sum(vote[k] == truth[k]['category'] for k in sub), len(sub))}")
@@ -183,12 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         sub_ph = [k for k in sub if truth[k].get("phase", "unknown") != "unknown"]
         print()
         print(f"rounds 7-15 ({len(sub)} logs), each with the rules that measured it, blind:")
-        print(f"  rules      category {pct(sum(blind[k] == truth[k]['category'] for k in sub), len(sub))};"
-              f" phase {pct(sum(measured[k][1] == truth[k]['phase'] for k in sub_ph), len(sub_ph))};"
-              f" remedy {pct(acted(blind, truth, sub), len(sub))}")
-        print(f"  majority   category {pct(sum(vote[k] == truth[k]['category'] for k in sub), len(sub))};"
-              f" phase {pct(sum(vote_ph[k] == truth[k]['phase'] for k in sub_ph), len(sub_ph))};"
-              f" remedy {pct(acted(vote, truth, sub), len(sub))}")
+        print(f"  rules      {scored(blind, {k: v[1] for k, v in measured.items()}, truth, sub, sub_ph)}")
+        print(f"  majority   {scored(vote, vote_ph, truth, sub, sub_ph)}")
         misses = [k for k in sub if blind[k] != truth[k]["category"]]
         seen = sum(vote[k] == truth[k]["category"] for k in misses)
         said_unknown = sum(blind[k] == "unknown" for k in misses)
