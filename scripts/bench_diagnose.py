@@ -20,7 +20,6 @@ today's rules on every log of those rounds, which they were tuned on.
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import re
 import sys
@@ -29,12 +28,13 @@ import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
+from bench_diagnose_blind import measurements, rounds  # noqa: E402
 from vllm_deploy.diagnose import diagnose  # noqa: E402
 
 PUBLIC = os.path.join(ROOT, "tests", "fixtures", "vllm-failures-public")
 CALIBRATION = os.path.join(ROOT, "tests", "fixtures", "calibration", "vllm-failures")
-FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 # A round's one blind measurement in its PROTOCOL.md: rounds 1-5 in a table, whose last row ("final" or "once") is the
 # measurement that counts; rounds 6 on in a line "- blind third (13): category 9/13 = 69.2 %, phase 8/9 = ...".
 _TABLE_ROW = re.compile(r"^\| (?:final|once)\b.*?\| category (\d+)/(\d+)[^|]*?phase (\d+)/(\d+)[^|]*\|", re.M)
@@ -74,20 +74,9 @@ def score(rows: list[dict]) -> str:
 def recorded(folder: str) -> tuple[int, int, int, int] | None:
     """(category right, blind logs, phase right, phases scored) as the round's PROTOCOL.md recorded its one
     measurement; None when it records none yet (a round still being collected)."""
-    with open(os.path.join(folder, "PROTOCOL.md"), encoding="utf-8") as fh:
-        text = fh.read().split("## Measurements", 1)[-1]
+    text = measurements(folder)
     found = _TABLE_ROW.findall(text) or _BLIND_LINE.findall(text)
     return tuple(int(x) for x in found[-1]) if found else None
-
-
-def blind_rounds() -> list[tuple[int, str]]:
-    """(N, folder) of every blind round, in order."""
-    out = []
-    for folder in glob.glob(os.path.join(FIXTURES, "vllm-failures-blind*")):
-        n = re.search(r"blind(\d*)$", folder)
-        if n and os.path.exists(os.path.join(folder, "PROTOCOL.md")):
-            out.append((int(n.group(1) or 1), folder))
-    return sorted(out)
 
 
 def print_blind() -> None:
@@ -95,7 +84,7 @@ def print_blind() -> None:
     print("blind rounds, each blind third measured once before it was opened (its PROTOCOL.md):")
     total = [0, 0, 0, 0]
     today: list[dict] = []
-    for n, folder in blind_rounds():
+    for n, folder in rounds():
         figures = recorded(folder)
         if figures is None:
             print(f"  round {n}: not measured yet")

@@ -17,7 +17,9 @@ same remedy (vllm_deploy.ladder.ACTIONS: degrade ladder, refuse, rollback) as th
 from __future__ import annotations
 
 import collections
+import glob
 import os
+import re
 import sys
 
 import yaml
@@ -29,6 +31,22 @@ from vllm_deploy.diagnose import diagnose  # noqa: E402
 from vllm_deploy.ladder import ACTIONS  # noqa: E402
 
 BLIND = os.path.join(ROOT, "tests", "fixtures", "vllm-failures-blind")
+
+
+def rounds() -> list[tuple[int, str]]:
+    """(N, folder) of every blind round (tests/fixtures/vllm-failures-blind, -blind2, ...) with a PROTOCOL.md, in order."""
+    out = []
+    for folder in glob.glob(os.path.join(ROOT, "tests", "fixtures", "vllm-failures-blind*")):
+        n = re.search(r"blind(\d*)$", folder)
+        if n and os.path.exists(os.path.join(folder, "PROTOCOL.md")):
+            out.append((int(n.group(1) or 1), folder))
+    return sorted(out)
+
+
+def measurements(folder: str) -> str:
+    """A round's PROTOCOL.md from its "## Measurements" heading on (the whole file when it has none yet)."""
+    with open(os.path.join(folder, "PROTOCOL.md"), encoding="utf-8") as fh:
+        return fh.read().split("## Measurements", 1)[-1]
 
 
 def split(names: list[str]) -> tuple[list[str], list[str]]:

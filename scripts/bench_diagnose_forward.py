@@ -33,6 +33,10 @@ import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+from bench_diagnose_blind import measurements, rounds as blind_rounds  # noqa: E402
+
 COMMIT_RE = re.compile(r"diagnose\.py as at ([0-9a-f]{7,40})|rules at ([0-9a-f]{7,40})")
 
 # Runs in a fresh interpreter whose sys.path starts with the old tree; refuses to score another copy. Prints
@@ -59,16 +63,11 @@ print(json.dumps(out))
 def rounds() -> list[tuple[int, str, str]]:
     """(N, folder, commit) for every blind round whose PROTOCOL.md names its measuring commit."""
     found = []
-    for folder in glob.glob(os.path.join(FIXTURES, "vllm-failures-blind*")):
-        n = re.search(r"blind(\d*)$", folder).group(1)
-        protocol = os.path.join(folder, "PROTOCOL.md")
-        if not os.path.exists(protocol):
-            continue
-        with open(protocol, encoding="utf-8") as fh:
-            m = COMMIT_RE.search(fh.read().split("## Measurements", 1)[-1])
+    for n, folder in blind_rounds():
+        m = COMMIT_RE.search(measurements(folder))
         if m:
-            found.append((int(n or 1), folder, m.group(1) or m.group(2)))
-    return sorted(found)
+            found.append((n, folder, m.group(1) or m.group(2)))
+    return found
 
 
 def in_history(commit: str) -> bool:
