@@ -808,8 +808,8 @@ def _fix_cuda_oom_runtime(f: dict, where: str, kind: str) -> tuple[str, str]:
 def _fix_tp_not_divisible(f: dict, where: str, kind: str) -> tuple[str, str]:
     """A parallel size the GPUs, heads or experts do not divide."""
     if kind == "jax_sharding":
-        return (f"A tensor's dimension does not split over the TPU mesh's {f.get('tp_size', '')} model shards "
-                "(the tensor parallel size)".replace("  ", " "),
+        shards = f" {f['tp_size']}" if f.get("tp_size") else ""
+        return (f"A tensor's dimension does not split over the TPU mesh's{shards} model shards (the tensor parallel size)",
                 "Use a --tensor-parallel-size that divides the model's heads and KV heads (and the dimension the "
                 "message names), or fewer TPU chips for this model.")
     if kind == "too_few_gpus":
