@@ -193,17 +193,11 @@ def running_gateway(config_dir, engine_names, keys=None, master_worker=False, en
                                 stderr=subprocess.STDOUT, text=True)
         listening = [port] + [p for p in [overrides.get("vllm_gateway_http_redirect_port")] if p]
         for p in listening:
-            for _ in range(100):
-                try:
-                    socket.create_connection(("127.0.0.1", p), timeout=0.2).close()
-                    break
-                except OSError:
-                    assert proc.poll() is None, proc.stdout.read()
-                    time.sleep(0.05)
+            _wait_accepting(socket.AF_INET, ("127.0.0.1", p), proc)
         # The runtime API too: a master-worker HAProxy's listeners can answer before its worker's admin socket exists
         # (a loaded CI run connected to it in that moment: FileNotFoundError).
         for path in [config_dir / "admin.sock"] + ([config_dir / "master.sock"] if master_worker else []):
-            _wait_unix(path, proc)
+            _wait_accepting(socket.AF_UNIX, str(path), proc)
         yield {"port": port, "engines": {e.name: e for e in engines}, "config": config.read_text(), "pid": proc.pid,
                "socket": str(config_dir / "admin.sock"), "master_socket": str(config_dir / "master.sock")}
     finally:
@@ -215,18 +209,19 @@ def running_gateway(config_dir, engine_names, keys=None, master_worker=False, en
             engine.server_close()
 
 
-def _wait_unix(path, proc, timeout=10.0):
-    """Until a UNIX socket accepts a connection (HAProxy's runtime API), or fail naming it."""
+def _wait_accepting(family, address, proc, timeout=10.0):
+    """Until HAProxy accepts a connection at address (a listener's (host, port), or its runtime API's UNIX socket),
+    or fail naming it; fails at once when HAProxy exited."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            with socket.socket(family, socket.SOCK_STREAM) as sock:
                 sock.settimeout(1)
-                sock.connect(str(path))
+                sock.connect(address)
             return
         except OSError:
             assert proc.poll() is None, proc.stdout.read()
-            assert time.monotonic() < deadline, f"HAProxy's runtime API {path} did not answer in {timeout:.0f} s"
+            assert time.monotonic() < deadline, f"HAProxy did not accept a connection at {address} in {timeout:.0f} s"
             time.sleep(0.05)
 
 
