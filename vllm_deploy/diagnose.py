@@ -505,7 +505,7 @@ RULES: list[_Rule] = [
     # a GGUF checkpoint this vLLM cannot read: its parameters not mapped onto the model's ("RuntimeError: Failed to map
     # GGUF parameters (356):"), or a .gguf file read as a config by a vLLM without GGUF support ("It looks like the
     # config file at '.../x.Q4_0.gguf' is not a valid JSON file.")
-    _rule("model_not_supported", r"Failed\s+to\s+map\s+GGUF\s+parameters", kind="weights"),
+    _rule("model_not_supported", r"Failed\s+to\s+map\s+GGUF\s+parameters", kind="gguf_weights"),
     _rule("model_not_supported", r"config\s+file\s+at\s+'[^'\n]*\.gguf'\s+is\s+not\s+a\s+valid\s+JSON\s+file", kind="gguf"),
     # a LoRA adapter with a module this vLLM cannot load into (lora/utils.py parse_fine_tuned_lora_name:
     # "ValueError: base_model.model.lm_head.weight is unsupported LoRA weight")
@@ -981,6 +981,10 @@ _MODEL_NOT_SUPPORTED_KINDS = {
     "gguf": ("This vLLM read a GGUF file as a Hugging Face config: it cannot load the model from GGUF",
              "Use a vLLM with GGUF support (0.5.5 on) and pass the .gguf file itself as --model with the original "
              "model's --tokenizer, or serve the model's Hugging Face checkpoint instead of the GGUF one."),
+    "gguf_weights": ("This vLLM cannot map the GGUF file's tensors onto the model it built (an architecture its GGUF "
+                     "loader does not know yet)",
+                     "Upgrade vLLM (and any GGUF plugin) to a release whose GGUF loader lists the architecture, or serve "
+                     "the model's Hugging Face checkpoint instead of the GGUF one."),
     "lora_module": ("A LoRA adapter holds a module this vLLM cannot load into (e.g. a trained lm_head or embeddings)",
                     "Re-train or re-export the adapter without modules_to_save (only the target projections), or "
                     "merge it into the base model and serve the merged model; a newer vLLM may take more of the "
@@ -1402,6 +1406,7 @@ _KIND_PHASES = {
     # the weight loader's own refusal
     ("model_not_supported", "weights"): ("model_loading", "high"),
     ("model_not_supported", "weight_key"): ("model_loading", "medium"),
+    ("model_not_supported", "gguf_weights"): ("model_loading", "high"),
     # the linear layers pick their kernel as they are built with their weights (create_weights)
     ("unsupported_dtype_or_gpu", "platform_kernel"): ("model_loading", "medium"),
     # a quantized kernel's shape check as the layer is built

@@ -2070,7 +2070,7 @@ def test_round15_wordings(log, category, phase, word):
      "environment variable.", "model_not_found_or_auth", "unknown", None),
     ("OSError: It looks like the config file at '/root/.cache/m/tinyllama-1.1b-chat-v1.0.Q4_0.gguf' is not a valid "
      "JSON file.", "model_not_supported", "init", "--tokenizer"),
-    ("RuntimeError: Failed to map GGUF parameters (356):", "model_not_supported", "model_loading", None),
+    ("RuntimeError: Failed to map GGUF parameters (356):", "model_not_supported", "model_loading", "GGUF loader"),
     ("ValueError: base_model.model.lm_head.weight is unsupported LoRA weight", "model_not_supported", "unknown",
      "modules_to_save"),
     ("AttributeError: 'Qwen2_5OmniConfig' object has no attribute 'num_attention_heads'", "model_not_supported", "init",
