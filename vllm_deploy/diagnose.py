@@ -2154,14 +2154,46 @@ _MODEL_WORDS = (r"(?:\bmodel\s+(?:type|architecture|class|family)|\barchitecture
 # the parallel layout as the engine's config names it inside (ParallelConfig, parallel_state)
 _LAYOUT_NAMES = frozenset(("world_size", "tensor_model_parallel_size", "pipeline_model_parallel_size"))
 _ENGINE_ARG_RE = re.compile(r"(?<![\w-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)+\b")
+_KV_WORDS = r"(?:\bKV[\s_-]?cache|\bkv_cache|cache\s+blocks?|\b(?:num_)?(?:gpu_)?blocks\b|\bkv_budget)"
+_LENGTH_WORDS = (r"(?:max[\s_-](?:model|seq)[\s_-]len|maximum\s+(?:model|sequence|context)\s+length|context\s+length|"
+                 r"\bsequence\s+length|\btokens?\b)")
 _FAMILIES = (
+    # the KV cache too small for one request at the length asked for: the cache, the length, and a shortfall in one
+    # message ("max_model_len (32768) is larger than the tokens the KV cache can hold (20000)")
+    ("kv_cache_too_small", re.compile(
+        rf"(?=[\s\S]*{_KV_WORDS})(?=[\s\S]*{_LENGTH_WORDS})[\s\S]*(?:larger|greater|more|longer)\s+than|"
+        rf"(?=[\s\S]*{_KV_WORDS})(?=[\s\S]*{_LENGTH_WORDS})[\s\S]*(?:exceeds?|cannot\s+(?:hold|fit|store|serve)|"
+        r"too\s+small|not\s+enough|insufficient)", re.I), None),
+    # no memory at all for the cache: the cache, and none (or less than none) left for it
+    ("no_kv_memory", re.compile(_KV_WORDS, re.I), re.compile(
+        r"\bno\s+(?:\w+\s+){0,2}(?:memory|space|room)\b|not\s+enough\s+(?:\w+\s+){0,2}memory|insufficient\s+(?:\w+\s+){0,2}"
+        r"memory|memory\s+(?:is\s+)?(?:insufficient|exhausted)|negative|(?:=|:|\bis)\s*-\d|(?:=|:|\bis)\s*0\b(?!\.)|"
+        r"\bzero\b", re.I)),
+    # less memory free at start than the engine asks for (another process holds the device)
+    ("free_memory_below_request", re.compile(r"\bfree\s+(?:GPU\s+|device\s+|NPU\s+|XPU\s+)?memory", re.I),
+     re.compile(r"(?:less|lower|smaller)\s+than|\bbelow\b|memory[_\s-]utilization|desired|requested", re.I)),
+    # the shared-memory file system (not a kernel's on-chip shared memory, whose limit is the GPU's)
+    ("shm_too_small", re.compile(r"/dev/shm|\bshm\b|shared\s+memory\s+(?:segment|object|file)", re.I), re.compile(
+        r"no\s+space|too\s+small|insufficient|not\s+enough|exceed|\bBus\s+error|failed|cannot|unable", re.I)),
     ("trust_remote_code_required", re.compile(r"trust[_-]remote[_-]code(?!'?\s*[=:]\s*False)", re.I), None),
     ("model_not_found_or_auth", re.compile(
         r"\b40[13]\b[^\n]{0,80}?(?:Client\s+Error|Unauthori[sz]ed|Forbidden)[^\n]{0,200}?(?:huggingface|hf\.co|hf-mirror|"
         r"modelscope|/resolve/|/api/models)|\bgated\s+(?:repo|model)|"
         r"Access\s+to\s+model\s+\S+\s+is\s+restricted|Repository\s+Not\s+Found|not\s+a\s+valid\s+model\s+identifier|"
         r"\b(?:model|repo(?:sitory)?|checkpoint|adapter)\b[^\n]{0,160}?(?:does\s+not\s+exist|not\s+found|"
-        r"could\s+not\s+be\s+found)|\bNo\s+(?:model|adapter|checkpoint)\s+(?:\w+\s+)?found",
+        r"could\s+not\s+be\s+found)|\bNo\s+(?:model|adapter|checkpoint)\s+(?:\w+\s+)?found|"
+        # the hub out of reach (offline, DNS, a proxy) while the model is fetched
+        r"(?:huggingface\.co|hf\.co|hf-mirror|modelscope)[^\n]{0,240}?(?:Max\s+retries|Failed\s+to\s+(?:resolve|establish)|"
+        r"Name\s+or\s+service|Temporary\s+failure\s+in\s+name|timed?\s*out|Connection(?:Error|\s+refused|\s+reset)|"
+        r"offline)|(?:Max\s+retries|NameResolutionError|ConnectTimeout|Failed\s+to\s+resolve)[^\n]{0,240}?"
+        r"(?:huggingface\.co|hf\.co|hf-mirror|modelscope)|LocalEntryNotFound|OfflineModeIsEnabled|"
+        # the model's own files missing where they were looked for
+        r"(?:No\s+such\s+file\s+or\s+directory|does\s+not\s+exist|not\s+found)[^\n]{0,200}?(?:config\.json|"
+        r"\.safetensors|pytorch_model|tokenizer(?:_config)?\.json|snapshots/|/models--)|"
+        # the hubs' client libraries refusing a name or a download (huggingface_hub's and modelscope's exceptions)
+        r"\b(?:HFValidationError|RepositoryNotFoundError|GatedRepoError|RevisionNotFoundError|EntryNotFoundError|"
+        r"NotExistError)\b|\bRepo\s+id\s+must\b|Invalid\s+repository\s+ID|is\s+not\s+a\s+local\s+folder|"
+        r"No\s+supported\s+config\s+format\s+found",
         re.I), None),
     ("tp_not_divisible",
      re.compile(r"tensor[\s_-]parallel|\btp(?:_size)?\b|\bworld[\s_]size|_per_partition|\bper\s+(?:rank|GPU)", re.I),
@@ -2180,15 +2212,29 @@ _FAMILIES = (
         r"(?:out\s+of|insufficient|not\s+enough)\s+(?:GPU|device|NPU|XPU|HPU|VRAM|HBM)\s+memory|"
         r"failed\s+to\s+allocate\s+(?:\d+\s+\w+\s+(?:of\s+)?)?(?:GPU|device|NPU|XPU|HPU)\s+memory|"
         # Ascend's runtime: "alloc device memory failed, runtime result = 207001"
-        r"alloc(?:ate)?\s+device\s+memory\s+failed", re.I), None),
+        r"alloc(?:ate)?\s+device\s+memory\s+failed|"
+        # XLA's (TPU): "RESOURCE_EXHAUSTED: ... Ran out of memory in memory space hbm"; not a kernel's on-chip scratch
+        # (vmem), whose limit is set in the kernel's code
+        r"RESOURCE_EXHAUSTED(?![^\n]{0,200}?\bvmem\b)|Ran\s+out\s+of\s+memory\s+in\s+memory\s+space\s+hbm", re.I), None),
     ("port_in_use", re.compile(r"failed\s+to\s+(?:listen|bind)\b|could\s+not\s+bind|address\s+(?:is\s+)?already\s+in\s+"
                                r"use|EADDRINUSE|port\s+\d+\s+is\s+(?:already\s+)?in\s+use", re.I), None),
     ("nccl_error", re.compile(r"(?:\b(?:NCCL|RCCL|HCCL|oneCCL|XCCL|BKCL|Gloo)\b|(?-i:\bHccl[A-Z]\w*))[^\n]{0,120}?"
                               r"(?:error|fail|time[ds]?\s*out|abort)", re.I), None),
     ("driver_mismatch_or_no_driver", re.compile(
         r"(?:NVIDIA|CUDA|GPU)\s+driver[^\n]{0,100}?(?:not\s+found|too\s+old|mismatch|failed|not\s+loaded|unavailable|"
-        r"insufficient|missing)|\bno\s+(?:NVIDIA\s+|CUDA\s+)?(?:GPUs?|devices?)\s+(?:were\s+)?(?:found|detected|available)",
+        r"insufficient|missing)|\bno\s+(?:NVIDIA\s+|CUDA\s+)?(?:GPUs?|devices?)\s+(?:were\s+)?(?:found|detected|available)|"
+        # the CUDA libraries a wheel links against, not found in the container or host
+        r"\blib(?:cuda|cudart|nvidia-ml|cublas\w*|nvrtc|cupti)[\w-]*\.so[\d.]*[^\n]{0,80}?(?:cannot\s+open|No\s+such\s+file|"
+        r"not\s+found)|\bno\s+CUDA-capable\s+device|CUDA_ERROR_NO_DEVICE|CUDA\s+driver\s+version\s+is\s+insufficient|"
+        r"\bNVML\b[^\n]{0,80}?(?:fail|not\s+found|error)|"
+        # torch or vLLM finding no device to run on
+        r"No\s+CUDA\s+GPUs\s+are\s+available|Failed\s+to\s+infer\s+device\s+type|"
+        r"cudaGetDeviceCount|forward\s+compatibility\s+was\s+attempted",
         re.I), None),
+    # a kernel built without this device's architecture ("invalid device function", "no binary for GPU")
+    ("unsupported_dtype_or_gpu", re.compile(
+        r"invalid\s+device\s+function|hipErrorNoBinaryForGpu|no\s+binary\s+for\s+(?:the\s+)?GPU|"
+        r"not\s+compatible\s+with\s+the\s+current\s+PyTorch\s+installation", re.I), None),
 )
 # What a family's message says, and the fix: the message itself names the detail no rule knows.
 _FAMILY_FIXES = {
@@ -2211,6 +2257,12 @@ _FAMILY_FIXES = {
     "nccl_error": ("A collective communication library failed", _fix_nccl_error({}, "", "")[1]),
     "driver_mismatch_or_no_driver": ("The engine finds no usable GPU or driver",
                                      _fix_driver_mismatch_or_no_driver({}, "", "")[1]),
+    "kv_cache_too_small": ("The KV cache cannot hold one request at the context length asked for",
+                           _fix_kv_cache_too_small({}, "", "")[1]),
+    "no_kv_memory": ("No memory is left for the KV cache", _fix_no_kv_memory({}, "", "")[1]),
+    "free_memory_below_request": ("Less device memory is free than the engine asks for",
+                                  _fix_free_memory_below_request({}, "", "")[1]),
+    "shm_too_small": ("Shared memory (/dev/shm) is too small", _fix_shm_too_small({}, "", "")[1]),
     "config_rejected": ("vLLM refused its configuration",
                         "Change or drop the flag the message names (vLLM checks this at start; `vllm serve --help` "
                         "lists this version's flags and their values)."),
@@ -2218,7 +2270,8 @@ _FAMILY_FIXES = {
 # Where each family's failure happens when the log does not say: start-up's checks (a collective's set-up included)
 _FAMILY_DEFAULT_PHASE = dict.fromkeys(("trust_remote_code_required", "model_not_found_or_auth", "model_not_supported",
                                        "config_rejected", "driver_mismatch_or_no_driver", "port_in_use", "nccl_error",
-                                       "max_len_over_model_limit"), "init")
+                                       "max_len_over_model_limit", "free_memory_below_request", "shm_too_small"),
+                                      "init") | dict.fromkeys(("kv_cache_too_small", "no_kv_memory"), "kv_cache_allocation")
 
 
 @functools.lru_cache(maxsize=1)

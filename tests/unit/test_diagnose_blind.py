@@ -401,11 +401,6 @@ KNOWN_MISSES = {
             "an out-of-memory error in the model's forward with no frame or line of the rollout the rules read: "
             "generic cuda_oom (the thread: generating, cuda_oom_runtime)",
         ("108-agent-r1-rollout-oom-step54-activation.log", "phase"): _NO_PHASE,
-        ("115-qwen15-gptq-int4-kv-cache-retyped-line.log", "category"):
-            "a hand-retyped error line ('maxinum number of tokens'): V0's KV-cache refusal is not read in it; a "
-            "family rule reads 'the model' with a refusal (kv_cache_too_small by the thread)",
-        ("115-qwen15-gptq-int4-kv-cache-retyped-line.log", "phase"):
-            "read with the family's category at start-up (init); kv_cache_allocation by the thread",
         ("201-omni-npu-oom-diffusion-benchmark-rpc.log", "category"):
             "an NPU OOM in vllm-omni's worker RPC: that a benchmark was being served is only in the thread "
             "(cuda_oom_runtime)",
