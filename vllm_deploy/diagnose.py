@@ -2135,6 +2135,7 @@ _REFUSAL = (r"(?:not\s+(?:yet\s+)?(?:supported|implemented|compatible|allowed|va
             r"at\s+most|minimum|exceeds?|(?:greater|larger|smaller|less|higher|lower)\s+than|too\s+(?:old|large|small|"
             r"many|few)|invalid|unknown|unrecogni[sz]ed|no\s+(?:vLLM\s+)?implementation|out\s+of\s+range|conflicts?|"
             r"mutually\s+exclusive|expected|is\s+not\s+equal\s+to|does\s+not\s+match|"
+            r"(?:does\s+not|doesn't|cannot|could\s+not|can't)\s+recogni[sz]e|failed\s+to\s+be\s+(?:inspected|resolved)|"
             r"\bno\s+[\w-]+(?:\s+[\w-]+){0,3}\s+(?:was\s+)?found|"
             # vLLM's weight loader: the checkpoint has a part the model class lacks (AutoWeightsLoader)
             r"there\s+is\s+no\s+module\s+or\s+parameter\s+named)")
@@ -2197,13 +2198,32 @@ _FAMILIES = (
         re.I), None),
     ("tp_not_divisible",
      re.compile(r"tensor[\s_-]parallel|\btp(?:_size)?\b|\bworld[\s_]size|_per_partition|\bper\s+(?:rank|GPU)", re.I),
-     re.compile(r"(?:not|be)\s+(?:evenly\s+)?divisible\s+by|does\s+not\s+divide", re.I)),
+     re.compile(r"(?:not|be)\s+(?:evenly\s+)?divisible\s+by|does\s+not\s+divide|not\s+aligned|"
+                r"too\s+(?:large|big|high)\s+(?:a\s+)?tensor[\s_-]parallel", re.I)),
     # a model's (or a device's) own limit on the context ("do not support max_model_len greater than 32768")
     ("max_len_over_model_limit",
      re.compile(r"max[\s_-]model[\s_-]len|maximum\s+(?:model|context|sequence)\s+length", re.I),
-     re.compile(r"(?:greater|larger|more|longer)\s+than\s+\d|exceeds?\s+(?:the\s+)?(?:\w+\s+)?(?:limit|maximum|\d)", re.I)),
+     re.compile(r"(?:greater|larger|more|longer)\s+than\s+(?:\d|the\s+(?:\w+\s+){0,2}(?:max|maximum|limit|derived|"
+                r"model'?s|allowed))|exceeds?\s+(?:the\s+)?(?:\w+\s+)?(?:limit|maximum|\d)", re.I)),
+    # the command line refused by vLLM's parser, or an argument the engine's classes do not take (a wrapper calling
+    # another of vLLM's functions with a keyword it lacks is a version mismatch between the two: no category)
+    ("config_rejected", re.compile(r"^[\w.-]+(?:\s+[\w-]+)?:\s+error:\s+(?:unrecognized\s+arguments|argument\s+-|"
+                                   r"invalid\s+choice)|"
+                                   r"\b(?:EngineArgs|AsyncEngineArgs|LLM|\w+Config)(?:\.__init__)?\(\)\s+got\s+an\s+"
+                                   r"unexpected\s+keyword\s+argument", re.I), None),
     ("unsupported_dtype_or_gpu", re.compile(_GPU_WORDS, re.I), _REFUSAL_RE),
+    # a kernel built without this device's architecture; a device type this torch was not built for
+    ("unsupported_dtype_or_gpu", re.compile(
+        r"invalid\s+device\s+function|hipErrorNoBinaryForGpu|no\s+binary\s+for\s+(?:the\s+)?GPU|no\s+kernel\s+image|"
+        r"not\s+compatible\s+with\s+the\s+current\s+PyTorch\s+installation|not\s+linked\s+with\s+support\s+for|"
+        r"\bsoc_?version\b[^\n]{0,80}?(?:not\s+support|unsupported|can\s*not)", re.I), None),
     ("model_not_supported", re.compile(_MODEL_WORDS, re.I), _REFUSAL_RE),
+    # a model's config this vLLM reads without a field it expects, or a class it has no implementation of
+    ("model_not_supported", re.compile(r"'\w+Config'\s+object\s+has\s+no\s+attribute|"
+                                       r"\bhas\s+no\s+vLLM\s+implementation", re.I), None),
+    # a dtype refused (by a quantization method, a kernel, the device)
+    ("unsupported_dtype_or_gpu",
+     re.compile(r"\b(?:torch\.)?(?:bfloat16|float16|bf16|fp16|float32|fp32)\b|\bDT_[A-Z0-9_]+\b", re.I), _REFUSAL_RE),
     # the device's memory exhausted in another accelerator's or library's words ("HPU out of memory", "NPU memory is
     # insufficient", "Failed to allocate device memory"): named by the phase the log shows, as any OOM
     ("cuda_oom", re.compile(
@@ -2231,10 +2251,11 @@ _FAMILIES = (
         r"No\s+CUDA\s+GPUs\s+are\s+available|Failed\s+to\s+infer\s+device\s+type|"
         r"cudaGetDeviceCount|forward\s+compatibility\s+was\s+attempted",
         re.I), None),
-    # a kernel built without this device's architecture ("invalid device function", "no binary for GPU")
-    ("unsupported_dtype_or_gpu", re.compile(
-        r"invalid\s+device\s+function|hipErrorNoBinaryForGpu|no\s+binary\s+for\s+(?:the\s+)?GPU|"
-        r"not\s+compatible\s+with\s+the\s+current\s+PyTorch\s+installation", re.I), None),
+    # a choice among vLLM's own parts refused (an attention backend, Ray's placement group; a quantization method
+    # only in vLLM's own wording, which lists its methods: a rule)
+    ("config_rejected", re.compile(r"\b(?:attention\s+backend|placement\s+group|load[_\s-]format|"
+                                   r"kv[_\s-]cache[_\s-]dtype|speculative\s+(?:model|config|method))\b", re.I),
+     _REFUSAL_RE),
 )
 # What a family's message says, and the fix: the message itself names the detail no rule knows.
 _FAMILY_FIXES = {

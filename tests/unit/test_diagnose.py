@@ -1770,6 +1770,20 @@ def test_round8_wordings(log, category, phase, word):
      "driver_mismatch_or_no_driver", "init"),
     ("torch.AcceleratorError: hipErrorNoBinaryForGpu: Unable to find code object for all current devices!",
      "unsupported_dtype_or_gpu", "init"),
+    ("RuntimeError: HIP error: no kernel image is available for this device type", "unsupported_dtype_or_gpu", "init"),
+    ("RuntimeError: This operator cannot run on soc_version Ascend310P3: not supported", "unsupported_dtype_or_gpu",
+     "init"),
+    # a dtype refused by a kernel or a quantization method
+    ("ValueError: torch.float32 is not supported by the Marlin kernels; use float16", "unsupported_dtype_or_gpu",
+     "init"),
+    # transformers not recognising the model; a class vLLM has no implementation of
+    ("ValueError: Transformers does not recognize the model type `kimi_k3` in this checkpoint", "model_not_supported",
+     "init"),
+    ("ValueError: MiniCPMO4Model has no vLLM implementation and the Transformers fallback does not support it",
+     "model_not_supported", "init"),
+    # a choice among vLLM's own parts refused
+    ("ValueError: Unknown attention backend 'FLASH_ATTN_V4'", "config_rejected", "init"),
+    ("ValueError: Cannot create a placement group with 16 GPUs: only 8 are available", "config_rejected", "init"),
 ])
 def test_an_unknown_wording_is_read_by_its_family(log, category, phase):
     r = diagnose(log)
@@ -1798,6 +1812,8 @@ def test_an_unknown_wording_is_read_by_its_family(log, category, phase):
     "RuntimeError: Worker process exited unexpectedly",
     # free memory named without a shortfall
     "ValueError: free memory must be a float",
+    # a wrapper calling one of vLLM's functions with a keyword this vLLM lacks: the two packages' versions, no category
+    "TypeError: generate_stream() got an unexpected keyword argument 'prompt_token_ids'",
 ])
 def test_no_family_without_both_words(log):
     assert diagnose(log).category == "unknown"

@@ -19,6 +19,8 @@ its measurement (its PROTOCOL.md); misses that general rules fixed after it have
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 
@@ -366,9 +368,6 @@ KNOWN_MISSES = {
         ("204-ascend-aclgraph-capture-alloc-sq-cq-fail.log", "category"):
             "ACL's 'Failed to apply for memory' in graph capture read as an OOM there (cuda_oom_after_kv); the thread: a "
             "vllm-ascend bug since fixed (unknown)",
-        ("210-tpu-gemma4-mm-accelerator-meminfo-jax-serving.log", "category"):
-            "'PyTorch is not linked with support for jax devices' from torch.accelerator in a model's code: no words "
-            "the rules read (unsupported_dtype_or_gpu by the thread)",
         ("210-tpu-gemma4-mm-accelerator-meminfo-jax-serving.log", "phase"):
             "a model's image path (_process_image_input) is the profiling run's as much as a request's: init",
     },
@@ -507,3 +506,24 @@ def test_bench_diagnose_reads_each_rounds_one_measurement_from_its_protocol():
     assert bench.recorded(str(FIXTURES / "vllm-failures-blind15")) == (9, 13, 8, 9)
     figures = [bench.recorded(str(FIXTURES / folder)) for folder in list(ROUNDS)[:15]]
     assert sum(f[0] for f in figures) == 153 and sum(f[1] for f in figures) == 205  # rounds 1-15, docs/benchmarks.md
+
+
+def test_bench_diagnose_reads_the_families_alone_and_puts_the_rules_back(capsys):
+    """make bench-diagnose's last line: every rule off, what a wording no rule knows gets. A log a rule names (high
+    confidence) falls to its family (low), and the rules are back after the line is printed."""
+    import importlib.util
+
+    import vllm_deploy.diagnose as module
+
+    spec = importlib.util.spec_from_file_location("bench_diagnose", REPO / "scripts" / "bench_diagnose.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rules = module.RULES
+    bench.print_families([str(FIXTURES / "vllm-failures-public")])
+    line = capsys.readouterr().out
+    assert module.RULES is rules and len(rules) > 100
+    assert line.startswith("the families alone (every rule off), on those 51 logs: category ")
+    fired, right = (int(x) for x in re.search(r"name a category on (\d+), right on (\d+)", line).groups())
+    assert 0 < right <= fired < 51
+    log = "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    assert (diagnose(log).category, diagnose(log).confidence) == ("cuda_oom", "high")
