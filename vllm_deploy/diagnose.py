@@ -2134,7 +2134,7 @@ _REFUSAL = (r"(?:not\s+(?:yet\s+)?(?:supported|implemented|compatible|allowed|va
             r"(?:yet\s+)?supported|cannot|can't|can\s+not|must|should|requires?|at\s+least|"
             r"at\s+most|minimum|exceeds?|(?:greater|larger|smaller|less|higher|lower)\s+than|too\s+(?:old|large|small|"
             r"many|few)|invalid|unknown|unrecogni[sz]ed|no\s+(?:vLLM\s+)?implementation|out\s+of\s+range|conflicts?|"
-            r"mutually\s+exclusive|expected|is\s+not\s+equal\s+to|does\s+not\s+match|"
+            r"mutually\s+exclusive|(?<!un)expected|is\s+not\s+equal\s+to|does\s+not\s+match|"
             r"(?:does\s+not|doesn't|cannot|could\s+not|can't)\s+recogni[sz]e|failed\s+to\s+be\s+(?:inspected|resolved)|"
             r"\bno\s+[\w-]+(?:\s+[\w-]+){0,3}\s+(?:was\s+)?found|"
             # vLLM's weight loader: the checkpoint has a part the model class lacks (AutoWeightsLoader)
@@ -2356,6 +2356,11 @@ def _message_of(norm: str, m: re.Match) -> str:
     return line[:600]
 
 
+# one of vLLM's functions called with a keyword it does not take (its engine arguments' names among them): code and
+# versions out of step inside the engine or a wrapper, not a configuration vLLM refused
+_KEYWORD_MISMATCH_RE = re.compile(r"\bgot\s+an\s+unexpected\s+keyword\s+argument\b", re.I)
+
+
 def _family(norm: str, exc: list, last_line: bool = True) -> tuple[str, re.Match, str] | None:
     """(category, exception line, message) of the first exception whose message reads as a known kind of failure;
     the log's last line too, where a message stands on a line of its own (a bare AssertionError's)."""
@@ -2368,7 +2373,7 @@ def _family(norm: str, exc: list, last_line: bool = True) -> tuple[str, re.Match
         for category, words, refusal in _FAMILIES:
             if words.search(message) and (refusal is None or refusal.search(message)):
                 return category, m, message
-        if _REFUSAL_RE.search(message) and _names_an_engine_arg(message):
+        if _REFUSAL_RE.search(message) and _names_an_engine_arg(message) and not _KEYWORD_MISMATCH_RE.search(message):
             return "config_rejected", m, message
     return None
 
@@ -2414,13 +2419,16 @@ def _no_known_failure(norm: str, milestones: list, last_line_is_message: bool = 
                 figures, fix[:1].upper() + fix[1:], evidence, "low", phase=phase, phase_confidence="medium",
                 phase_evidence=evidence, phase_reached=reached))
     cut = _cut_traceback(norm, exc, reached)
-    if cut:
+    if cut and cut.category != "unknown":
         return cut
     if not exc and reached in ("none", "engine_configured") and _odd_tp(figures.get("tp_size")):
         return _odd_tp_guess(norm, figures, reached)
+    # an error line above a second traceback cut short (a wrapper's, a worker's) is still read by its family
     family = _family_diagnosis(norm, exc, milestones, figures, last_line_is_message)
     if family:
         return family
+    if cut:
+        return cut
     line = exc[0].group(0).strip()[:300] if exc else None
     loc = _locate(norm, exc[0].start(), exc[0].end(), "unknown", "", milestones) if exc else \
         _located_without_error(norm, reached, after, milestone_pos)

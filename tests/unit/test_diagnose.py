@@ -1784,6 +1784,12 @@ def test_round8_wordings(log, category, phase, word):
     # a choice among vLLM's own parts refused
     ("ValueError: Unknown attention backend 'FLASH_ATTN_V4'", "config_rejected", "init"),
     ("ValueError: Cannot create a placement group with 16 GPUs: only 8 are available", "config_rejected", "init"),
+    # the error line above a second traceback that the excerpt cuts short (the server's, as it gives up): still read
+    ("RuntimeError: HPU memory is exhausted while allocating 2.1 GiB\nTraceback (most recent call last):\n"
+     '  File "/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/openai/api_server.py", line 1121, in run_server\n'
+     "    async with build_async_engine_client(args) as engine_client:\n"
+     '  File "/usr/local/lib/python3.12/dist-packages/vllm/engine/multiprocessing/engine.py", line 75, in __init__\n'
+     "    self.engine = LLMEngine(*args, **kwargs)\n", "cuda_oom_weights", "init"),
 ])
 def test_an_unknown_wording_is_read_by_its_family(log, category, phase):
     r = diagnose(log)
@@ -1812,8 +1818,10 @@ def test_an_unknown_wording_is_read_by_its_family(log, category, phase):
     "RuntimeError: Worker process exited unexpectedly",
     # free memory named without a shortfall
     "ValueError: free memory must be a float",
-    # a wrapper calling one of vLLM's functions with a keyword this vLLM lacks: the two packages' versions, no category
+    # one of vLLM's functions called with a keyword it lacks (a wrapper's, or the engine's own wiring: an engine
+    # argument's name in it is no refusal): the versions out of step, no category
     "TypeError: generate_stream() got an unexpected keyword argument 'prompt_token_ids'",
+    "TypeError: Worker.__init__() got an unexpected keyword argument 'kv_cache_dtype'",
 ])
 def test_no_family_without_both_words(log):
     assert diagnose(log).category == "unknown"
