@@ -2240,6 +2240,10 @@ _FAMILIES = (
                                r"use|EADDRINUSE|port\s+\d+\s+is\s+(?:already\s+)?in\s+use", re.I), None),
     ("nccl_error", re.compile(r"(?:\b(?:NCCL|RCCL|HCCL|oneCCL|XCCL|BKCL|Gloo)\b|(?-i:\bHccl[A-Z]\w*))[^\n]{0,120}?"
                               r"(?:error|fail|time[ds]?\s*out|abort)", re.I), None),
+    # torch.distributed's rendezvous and process groups (its store, its sockets, a collective's watchdog)
+    ("nccl_error", re.compile(r"\b(?:DistStoreError|DistNetworkError|DistBackendError|TCPStore|c10d|ProcessGroup\w*|"
+                              r"connectFullMesh|WorkNCCL|collective\s+operation)\b", re.I),
+     re.compile(r"time[ds]?\s*out|fail|error|abort|refused|could\s+not\s+connect", re.I)),
     ("driver_mismatch_or_no_driver", re.compile(
         r"(?:NVIDIA|CUDA|GPU)\s+driver[^\n]{0,100}?(?:not\s+found|too\s+old|mismatch|failed|not\s+loaded|unavailable|"
         r"insufficient|missing)|\bno\s+(?:NVIDIA\s+|CUDA\s+)?(?:GPUs?|devices?)\s+(?:were\s+)?(?:found|detected|available)|"
@@ -2368,7 +2372,8 @@ def _family(norm: str, exc: list, last_line: bool = True) -> tuple[str, re.Match
     last = None if last is None or not last_line or _LOG_RECORD_RE.search(last.group(0)) else last
     for m in exc + ([last] if last and not any(x.start() <= last.start() < x.end() + 1 for x in exc) else []):
         message = _message_of(norm, m)
-        if _PROMPT_TOO_LONG_RE.search(message) or _REQUEST_INPUT_RE.search(message):
+        if _PROMPT_TOO_LONG_RE.search(message) or _REQUEST_INPUT_RE.search(message) or \
+                message.startswith("Exception raised from"):   # a C++ frame's location (c10's), not a message
             continue
         for category, words, refusal in _FAMILIES:
             if words.search(message) and (refusal is None or refusal.search(message)):

@@ -1784,6 +1784,8 @@ def test_round8_wordings(log, category, phase, word):
     # a choice among vLLM's own parts refused
     ("ValueError: Unknown attention backend 'FLASH_ATTN_V4'", "config_rejected", "init"),
     ("ValueError: Cannot create a placement group with 16 GPUs: only 8 are available", "config_rejected", "init"),
+    # torch.distributed's rendezvous failing (its store, its sockets)
+    ("RuntimeError: [c10d] TCPStore client could not connect to 10.0.0.2:29500", "nccl_error", "init"),
     # the error line above a second traceback that the excerpt cuts short (the server's, as it gives up): still read
     ("RuntimeError: HPU memory is exhausted while allocating 2.1 GiB\nTraceback (most recent call last):\n"
      '  File "/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/openai/api_server.py", line 1121, in run_server\n'
