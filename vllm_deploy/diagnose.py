@@ -2084,7 +2084,11 @@ def _raw(text) -> str:
 # once the engine is up, so an error they log was raised serving a request. Read from the raw log (normalise() strips
 # the header); used only where no frame or milestone placed the error.
 _ENDPOINT_LOG_RE = re.compile(r"^[^\n]*?\bERROR\s+\d{2}-\d{2}\s+[\d:.]+\s+\[?serving_\w+\.py:\d+\][^\n]*", re.M)
-_ENDPOINT_ERROR_RE = re.compile(r"Error\s+in\s+chat\s+completion\s+stream\s+generator", re.I)
+_ENDPOINT_ERROR_RE = re.compile(r"Error\s+in\s+chat\s+completion\s+stream\s+generator|"
+                                # an error line naming the request it failed on (its id: the OpenAI server's
+                                # cmpl-/chatcmpl- ids, "for request <id>", "request_id=<id>")
+                                r"^[^\n]*\b(?:Error|error|failed|Failed)\b[^\n]{0,200}?(?:\bfor\s+request\s+\S*\d|"
+                                r"\brequest[_\s]id[=:\s]+\S*\d|\b(?:chat)?cmpl-[0-9a-f]{6,})", re.I | re.M)
 
 
 def _endpoint_logged(text, norm: str) -> dict:
@@ -2391,6 +2395,8 @@ def _family_diagnosis(norm: str, exc: list, milestones: list, figures: dict,
         return None
     category, m, message = found
     loc = _locate(norm, m.start(), m.end(), "unknown", "", milestones)
+    if loc["phase"] == "unknown":
+        loc.update(_endpoint_logged(norm, norm))
     figures = dict(figures, message=re.sub(r"^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\s*[:(]\s*", "", message)[:300])
     if category == "cuda_oom":
         # an OOM is named by the phase the log shows, never guessed from where it does not (as the rules' OOMs)

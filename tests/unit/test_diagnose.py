@@ -1784,6 +1784,9 @@ def test_round8_wordings(log, category, phase, word):
     # a choice among vLLM's own parts refused
     ("ValueError: Unknown attention backend 'FLASH_ATTN_V4'", "config_rejected", "init"),
     ("ValueError: Cannot create a placement group with 16 GPUs: only 8 are available", "config_rejected", "init"),
+    # an error line naming the request it failed on: serving, and an OOM there is the serving one
+    ("ERROR 01-01 00:00:00 [offload.py:1] Error gathering blocks for request cmpl-9cbf94ef-0: RESOURCE_EXHAUSTED: "
+     "Error allocating device buffer", "cuda_oom_runtime", "serving"),
     # torch.distributed's rendezvous failing (its store, its sockets)
     ("RuntimeError: [c10d] TCPStore client could not connect to 10.0.0.2:29500", "nccl_error", "init"),
     # the error line above a second traceback that the excerpt cuts short (the server's, as it gives up): still read

@@ -414,10 +414,6 @@ KNOWN_MISSES = {
         ("207-ascend-910a-swiglu-opp-kernel-unsupported-device.log", "category"):
             "the excerpt ends in the engine's frames before the operator's error; the thread: SwiGLU has no kernel "
             "for the 910A (unsupported_dtype_or_gpu)",
-        ("210-tpu-offload-connector-hbm-resource-exhausted-gather.log", "category"):
-            "the TPU's HBM exhausted (an OOM) while gathering a request's blocks: that the request was being served "
-            "is in the message's request id, which the rules do not read (cuda_oom_runtime by the thread)",
-        ("210-tpu-offload-connector-hbm-resource-exhausted-gather.log", "phase"): _NO_PHASE,
         ("216-gguf-plugin-deepseek-v4-unknown-gguf-model-type.log", "phase"):
             "'Unknown gguf model_type' read as the architecture's check at start (init); the thread: as the GGUF "
             "weights load",
