@@ -2414,6 +2414,12 @@ def _family_diagnosis(norm: str, exc: list, milestones: list, figures: dict,
         fix[:1].upper() + fix[1:], _line_at(norm, m.start(), m.end()), "low", **loc))
 
 
+# A launcher's or wrapper's words for an engine that never came up (KServe's "Failed to start model server", Triton's
+# "Failed to start engine", Python's "Error while finding module specification for 'vllm...'")
+_START_FAILED_RE = re.compile(r"\bFailed\s+to\s+(?:start|initiali[sz]e|launch)\b|Error\s+while\s+finding\s+module\s+"
+                              r"specification|\bNo\s+module\s+named\b", re.I)
+
+
 def _no_known_failure(norm: str, milestones: list, last_line_is_message: bool = True) -> Diagnosis:
     """No rule matched: a log that stops in graph capture or the profiling run, else `unknown` with the first
     error line."""
@@ -2443,10 +2449,13 @@ def _no_known_failure(norm: str, milestones: list, last_line_is_message: bool = 
     line = exc[0].group(0).strip()[:300] if exc else None
     loc = _locate(norm, exc[0].start(), exc[0].end(), "unknown", "", milestones) if exc else \
         _located_without_error(norm, reached, after, milestone_pos)
-    if exc and loc["phase"] == "unknown" and loc["phase_reached"] == "none":
+    start_failed = None if exc else _START_FAILED_RE.search(norm)
+    if (exc or start_failed) and loc["phase"] == "unknown" and loc["phase_reached"] == "none":
         # an error, and before it not one of the milestones vLLM logs as it starts (the engine's config line, weights
-        # loaded, ...) nor a serving line: in a service's journal, the engine had not got past start-up's first steps
-        loc.update(phase="init", phase_confidence="low", phase_evidence=_line_at(norm, exc[0].start(), exc[0].end()))
+        # loaded, ...) nor a serving line: in a service's journal, the engine had not got past start-up's first steps.
+        # So with no exception line, where a launcher or wrapper says the engine or its server failed to start
+        first = exc[0] if exc else start_failed
+        loc.update(phase="init", phase_confidence="low", phase_evidence=_line_at(norm, first.start(), first.end()))
     where = f"; the log reached: {loc['phase_reached'].replace('_', ' ')}" if loc["phase_reached"] != "none" else ""
     where += f"; failed in: {loc['phase'].replace('_', ' ')}" if loc["phase"] != "unknown" else ""
     summary = (f"No known vLLM failure found; first error: {line}" if line

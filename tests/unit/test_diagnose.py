@@ -2153,3 +2153,20 @@ def test_round15_wordings(log, category, phase, word):
 ])
 def test_round16_wordings(log, category, phase, word):
     _diagnosed_as(log, category, phase, word)
+
+
+@pytest.mark.parametrize("log,phase", [
+    # a launcher or wrapper saying the engine never came up, and no exception line of its own: start-up (low)
+    ("2024-07-01 07:28:04.488 1 kserve ERROR [__main__.py:<module>():254] Failed to start model server: integer "
+     "division or modulo by zero", "init"),
+    ("/usr/bin/python3: Error while finding module specification for 'vllm.entrypoints.openai.api_server' "
+     "(ModuleNotFoundError: No module named 'vllm')", "init"),
+    # after a start-up milestone, the milestone places it (not this guess); no such words: no phase
+    ("INFO 01-01 00:00:00 [gpu_model_runner.py:1] Starting to load model /m\n"
+     "kserve ERROR Failed to start model server: boom", "model_loading"),
+    ("kserve WARNING the model server stopped", "unknown"),
+])
+def test_a_wrapper_saying_the_engine_failed_to_start_places_it_at_start_up(log, phase):
+    r = diagnose(log)
+    assert (r.category, r.phase) == ("unknown", phase)
+    assert r.phase_confidence == ("none" if phase == "unknown" else "low")

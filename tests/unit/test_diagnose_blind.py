@@ -84,8 +84,6 @@ KNOWN_MISSES = {
             "filed the same words so); this round's collector: unknown",
         ("034-unknown-worker-died-unexpectedly-art-2xa100.log", "phase"):
             "a worker dies with no error of its own; that it was on a training step, serving, is only in the thread",
-        ("037-unknown-kserve-division-by-zero-hf-vllm-backend.log", "phase"):
-            "KServe's 'Failed to start model server' wraps a bare ZeroDivisionError: no vLLM frame or milestone",
         # The blind third's misses at its final measurement (PROTOCOL.md), left as measured:
         ("024-config-rejected-limit-mm-per-prompt-llamafactory-v053.log", "category"):
             "the excerpt ends inside LLaMA-Factory's ChatModel frame before the TypeError (in the title)",
@@ -95,8 +93,6 @@ KNOWN_MISSES = {
     "vllm-failures-blind3": {
         ("008-nccl-watchdog-heartbeat-kserve-serving.log", "phase"):
             "a watchdog timeout with no sequence number or milestone: that KServe was serving is only in the thread",
-        ("044-unknown-triton-vllm-backend-stat-loggers.log", "phase"):
-            "Triton's stub prints the error inside a quoted string with escaped newlines: no frame is read",
         ("050-nccl-watchdog-broadcast-naive-all2all-multinode.log", "phase"):
             "the collective's SeqNum (5730) is below the mark above which a collective counts as serving",
         # The blind third's misses at its final measurement (PROTOCOL.md), left as measured:
@@ -181,7 +177,6 @@ KNOWN_MISSES = {
             "'Tensor parallel size (2) cannot be larger than the number of available GPUs (1)' read as too few GPUs "
             "(tp_not_divisible, the deploy's own word for it); the collector: config_rejected",
         ("108-runpod-template-no-module-vllm-driver.log", "category"): "driver_mismatch_or_no_driver -> unknown, as measured",
-        ("108-runpod-template-no-module-vllm-driver.log", "phase"): _NO_PHASE,
     },
     # Round 9 was measured once with the rules tuned on rounds 1-8 and the families (PROTOCOL.md lists its misses
     # then). After it, general rules (test_diagnose.py's round-9 table) fixed five development and three blind category
