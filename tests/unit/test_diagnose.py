@@ -2170,3 +2170,32 @@ def test_a_wrapper_saying_the_engine_failed_to_start_places_it_at_start_up(log, 
     r = diagnose(log)
     assert (r.category, r.phase) == ("unknown", phase)
     assert r.phase_confidence == ("none" if phase == "unknown" else "low")
+
+
+@pytest.mark.parametrize("log,category,phase,word", [
+    # torch_npu failing to bring up the NPU as the device is initialised: the driver, firmware and CANN below it
+    # (blind14 203, blind15 202, blind17 202, 206)
+    ("RuntimeError: Initialize:torch_npu/csrc/core/npu/sys_ctrl/npu_sys_ctrl.cpp:146 NPU function error: "
+     "c10_npu::SetDevice(device_id_), error code is 507033", "driver_mismatch_or_no_driver", "init", "npu-smi"),
+    ("RuntimeError: SetPrecisionMode:torch_npu/csrc/framework/LazyInitAclops.cpp:155 NPU function error: "
+     "at_npu::native::AclSetCompileopt(aclCompileOpt::ACL_PRECISION_MODE, precision_mode), error code is 500001",
+     "driver_mismatch_or_no_driver", "init", "CANN"),
+    # near miss: the same torch_npu wording for an operator while serving is no device initialisation
+    ("RuntimeError: npu_fusion_attention:op_plugin/ops/FlashAttentionKernelNpuOpApi.cpp:1345 NPU function error: "
+     "call aclnnFlashAttentionVarLenScore failed, error code is 561103", "unknown", "init", None),
+    # HCCL's own error codes (CANN's EI class), whichever torch_npu call surfaced them (blind5 025, blind17 209, 210)
+    ("RuntimeError: npuSynchronizeDevice:compiler_depend.ts:479 NPU function error: AclrtSynchronizeDeviceWithTimeout, "
+     "error code is 507048\nEI0002: [PID: 13075] 2025-06-25-10:45:23.586.187 The wait execution of the Notify register "
+     "times out.", "nccl_error", "unknown", None),
+    ("RuntimeError: EI0007: [PID: 50935] 2025-09-10-03:36:31.100.592 Failed to allocate resource[qp] with info "
+     "[aicpu rank:7]\n        Transport init error. Reason: [Create][DestLink]Create Dest error!", "nccl_error", "init",
+     None),
+    # a KeyError naming only a tensor's suffix (a quantization description looked up with an empty prefix: blind17 207)
+    ("KeyError: '.weight'", "model_not_supported", "model_loading", None),
+    # a model class looked up in a plugin's registry and not there: the class is not served (blind17 213)
+    ('  File "/ws/vllm_omni/diffusion/registry.py", line 402, in initialize_model\n'
+     "ValueError: Model class BailingMMNativeForConditionalGeneration not found in diffusion model registry.",
+     "model_not_supported", "model_loading", "registry"),
+])
+def test_round17_wordings(log, category, phase, word):
+    _diagnosed_as(log, category, phase, word)
