@@ -293,6 +293,13 @@ RULES: list[_Rule] = [
     # forward compatibility was attempted on non supported HW", 802 without a fabric manager, 803 a driver/runtime
     # mismatch): a driver the CUDA runtime cannot use, whichever code a long line still shows (the codes above win)
     _rule("driver_mismatch_or_no_driver", r"Unexpected\s+error\s+from\s+cudaGetDeviceCount\(\)", tier=1),
+    # torch_npu failing to bring up the NPU itself, as the device is initialised (torch_npu's "Initialize:... NPU
+    # function error: c10_npu::SetDevice", "SetPrecisionMode:... AclSetCompileopt(ACL_PRECISION_MODE...)", "GetDevice:...
+    # aclrtGetCurrentContext"): the driver, firmware and CANN below it do not match, or are not mounted in the container
+    _rule("driver_mismatch_or_no_driver",
+          r"\b(?:Initialize|SetPrecisionMode|GetDevice|SetDevice|npu_init):[^\n]{0,160}?NPU\s+function\s+error:\s*"
+          r"(?:c10_npu::SetDevice|at_npu::native::AclSetCompileopt|aclrtGetCurrentContext|aclrtSetDevice|aclInit)\b",
+          kind="npu_init"),
     # the CUDA runtime library vLLM was built against is not on the node (a wheel for CUDA 12 beside a CUDA 11 stack:
     # "ImportError: libcudart.so.12: cannot open shared object file: No such file or directory")
     _rule("driver_mismatch_or_no_driver", r"libcudart\.so(?:\.(?P<cuda_runtime>\d+))?[.\d]*:\s*cannot\s+open\s+shared\s+object",
@@ -379,7 +386,11 @@ RULES: list[_Rule] = [
     # (torch_npu's own code for a distributed call, "ERR02200 DIST", names it when a stored copy cuts "hccl api failed")
     _rule("nccl_error", r"OPS\s+function\s+error:\s*Hccl\w+|HCCL\s+function\s+error|call\s+hccl\s+api\s+failed|"
                         r"\bERR022\d\d\s+DIST\b|"
-                        r"Remote\s+Rank\s+did\s+not\s+send\s+the\s+data\s+in\s+time"),
+                        r"Remote\s+Rank\s+did\s+not\s+send\s+the\s+data\s+in\s+time|"
+                        # HCCL's own error codes (CANN's EI class: "EI0002 ... The wait execution of the Notify
+                        # register times out", "EI0006 Getting socket times out", "EI0007 Failed to allocate
+                        # resource[qp] ... Transport init error"), below whichever torch_npu call surfaced them
+                        r"\bEI\d{4}:\s*\[PID:|Transport\s+init\s+error\.?\s+Reason:"),
     _rule("nccl_error", r"NCCL\s+WARN", tier=1),
     # NCCL refusing to be captured in a CUDA graph (an NCCL built for CUDA < 11.3 or a driver < R465), as the graphs
     # are captured: "NCCL WARN NCCL cannot be captured in a graph if either it wasn't built with CUDA runtime >= 11.3
@@ -491,8 +502,12 @@ RULES: list[_Rule] = [
     # variant (a quantization of a layer, an MoE or vision part it names otherwise). Nine of the sixteen such threads
     # the blind rounds drew concluded so (model_not_supported), seven that the checkpoint was saved with other names
     # (unknown). Weak: a stronger reading elsewhere in the log wins.
-    _rule("model_not_supported", r"KeyError:\s*['\"](?P<weight>(?:[\w-]+\.)+\w*?(?:weight|bias|qweight|qzeros|scales?|g_idx|"
+    _rule("model_not_supported", r"KeyError:\s*['\"](?P<weight>(?:[\w-]*\.)+\w*?(?:weight|bias|qweight|qzeros|scales?|g_idx|"
                                  r"zero_point|weight_packed|weight_shape)\w*)['\"]", tier=1, kind="weight_key"),
+    # a model class looked up in a registry of the classes this build serves and not there (vllm-omni's "Model class X
+    # not found in diffusion model registry"): the class is not supported, the model's files were found
+    _rule("model_not_supported", r"\b(?:Model\s+class|architecture|model)\s+\S+\s+(?:is\s+)?not\s+found\s+in\s+(?:the\s+)?"
+                                 r"(?:[\w-]+\s+){0,3}registry", kind="class_registry"),
     # the model's class cannot be split into pipeline stages (vLLM's list of PP-capable architectures)
     _rule("model_not_supported", r"Pipeline\s+parallelism\s+is\s+only\s+supported\s+for\s+the\s+following\s+architectures",
           kind="pp"),
@@ -877,6 +892,12 @@ def _fix_driver_mismatch_or_no_driver(f: dict, where: str, kind: str) -> tuple[s
                 "In a container: run it with the NVIDIA runtime and GPU access (docker run --gpus all; the NVIDIA "
                 "container toolkit mounts libcuda.so.1), and do not override LD_LIBRARY_PATH past it; on the host "
                 "check `nvidia-smi` and that python -c 'import torch; print(torch.cuda.is_available())' is True.")
+    if kind == "npu_init":
+        return ("torch_npu could not initialise the NPU (its ACL runtime failed as the device was set up): the "
+                "Ascend driver, firmware and CANN toolkit do not match torch_npu, or the container lacks them",
+                "Check `npu-smi info` on the host; run the vllm-ascend image built for the CANN the host's driver "
+                "supports (the vllm-ascend release notes pair them) and mount the driver into the container "
+                "(/usr/local/Ascend/driver, /dev/davinci*, /dev/davinci_manager, /dev/devmm_svm, /dev/hisi_hdc).")
     if kind == "cudart":
         so = f"libcudart.so.{f['cuda_runtime']}" if f.get("cuda_runtime") is not None else "libcudart.so"
         return (f"The CUDA runtime library vLLM was built for ({so}) is not installed on the node",
@@ -978,6 +999,10 @@ def _fix_cuda_oom(f: dict, where: str, kind: str) -> tuple[str, str]:
 
 # model_not_supported's kinds whose words need no figure: (what, fix)
 _MODEL_NOT_SUPPORTED_KINDS = {
+    "class_registry": ("This build's registry has no implementation of the model's class (the model's files were "
+                       "found; the class is not one this vLLM or its plugin serves)",
+                       "Serve the model with a vLLM (or plugin: vllm-omni, vllm-ascend) release whose registry lists "
+                       "the class named in the message, or a checkpoint whose architecture this build lists."),
     "gguf": ("This vLLM read a GGUF file as a Hugging Face config: it cannot load the model from GGUF",
              "Use a vLLM with GGUF support (0.5.5 on) and pass the .gguf file itself as --model with the original "
              "model's --tokenizer, or serve the model's Hugging Face checkpoint instead of the GGUF one."),
@@ -1394,7 +1419,7 @@ _BUILT_WITH_THE_MODEL = ("quant_shape", "assert_heads", "quant_scheme", "version
 # attention-backend selector (as the model's layers are built, or later), ModelScope's hub lookup (at the first
 # step that fetches a file of the model: its config at start-up, a multimodal processor in the profiling run), the
 # hub's cache lookup (the same), a LoRA adapter's modules (at start with --lora-modules, or when a request names it).
-_PLACED_BY_FRAMES = ("backend", "modelscope", "hub_cache", "lora_module")
+_PLACED_BY_FRAMES = ("backend", "modelscope", "hub_cache", "lora_module", "class_registry")
 # Rule kinds whose words say the phase, unlike the rest of their category: (category, kind) -> (phase, confidence).
 _KIND_PHASES = {
     # the model loader lists the weight files as it loads the model, not as the config is read
