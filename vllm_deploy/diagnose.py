@@ -347,6 +347,10 @@ RULES: list[_Rule] = [
                        r"Workers?\s+\(tasks\s*/\s*actors\)\s+killed\s+due\s+to\s+memory\s+pressure", kind="host_oom"),
     _rule("lost_rank", r"Worker\s+proc\s+\S+\s+died\s+unexpectedly|The\s+actor\s+died\s+unexpectedly\s+before\s+finishing|"
                        r"The\s+actor\s+is\s+dead\s+because\s+its\s+worker\s+process\s+has\s+died", tier=1, kind="worker"),
+    # the API server's client saw the engine-core process itself die (V1: "Engine core proc EngineCore_DP0 died
+    # unexpectedly, shutting down client."): the engine is gone with no error of its own in the log (blind18 006).
+    # Weak, as the worker's: a cause the log shows wins
+    _rule("lost_rank", r"Engine\s+core\s+proc\s+\S+\s+died\s+unexpectedly(?!,\s*killed\s+by\s+signal)", tier=1, kind="engine_core"),
     _rule("nccl_error",
           r"NCCL\s+error|ncclInternalError|ncclUnhandledCudaError|ncclSystemError|ncclInvalidUsage|ncclRemoteError|"
           r"ncclInvalidArgument|DistBackendError|Watchdog\s+caught\s+collective\s+operation\s+timeout|"
@@ -934,6 +938,11 @@ def _fix_lost_rank(f: dict, where: str, kind: str) -> tuple[str, str]:
                 "Give the node more RAM or load less into it at once (fewer engines or workers per node, no CPU "
                 "offload or swap space, --load-format safetensors), or raise RAY_memory_usage_threshold if the limit "
                 "is Ray's own; then restart the instance.")
+    if kind == "engine_core":
+        return ("The engine-core process died (the API server or LLM client saw it go), and the engine stops with it",
+                "Find why it died in its own output above or the host's log (the kernel's OOM killer in `dmesg`, a "
+                "segfault); in a script using LLM(), shut the engine down before the interpreter exits; then restart "
+                "the instance (deploy.yml restarts and gates it).")
     if kind == "worker":
         return ("A worker process of the engine (one tensor- or pipeline-parallel rank) died, and the engine stops with it",
                 "Find why it died in the lines above it or the host's log (the kernel's OOM killer in `dmesg`, a "

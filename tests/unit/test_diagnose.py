@@ -2199,3 +2199,19 @@ def test_a_wrapper_saying_the_engine_failed_to_start_places_it_at_start_up(log, 
 ])
 def test_round17_wordings(log, category, phase, word):
     _diagnosed_as(log, category, phase, word)
+
+
+@pytest.mark.parametrize("log,category,phase,word", [
+    # the client saw the engine-core process die, nothing else in the log: the engine is gone (blind18 006)
+    ("ERROR 01-16 17:16:49 [core_client.py:605] Engine core proc EngineCore_DP0 died unexpectedly, shutting down client.",
+     "lost_rank", "unknown", "dmesg"),
+    # near miss: its SIGKILL form stays the crash it was read as (no cause the rules name)
+    ("ERROR 05-30 07:45:00 [core_client.py:1] Engine core proc EngineCore_DP0 died unexpectedly, killed by signal -9",
+     "unknown", "unknown", None),
+    # a cause in the log wins over the notice (blind14 209)
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+     "ERROR [core_client.py:605] Engine core proc EngineCore_DP0 died unexpectedly, shutting down client.",
+     "cuda_oom", "unknown", None),
+])
+def test_round18_wordings(log, category, phase, word):
+    _diagnosed_as(log, category, phase, word)
