@@ -176,7 +176,7 @@ def _instances(**img_a_flags):
     """The scenario's instances, with img-a's flags changed."""
     return [
         {"name": name, "model": "tiny-llama", "gpus": [int(g) for g in spec["gpus"]], "port": spec["port"],
-         "bind": "127.0.0.1", "flags": {"max_model_len": 256, "dtype": "bfloat16", "optimization_level": 0, **(img_a_flags if name == "img-a" else {})}}
+         "bind": "127.0.0.1", "flags": {"max_model_len": 256, "dtype": "float32", "optimization_level": 0, **(img_a_flags if name == "img-a" else {})}}
         for name, spec in INSTANCES.items()
     ]
 

@@ -73,7 +73,7 @@ def test_bench_writes_the_results_plots_and_summary(tmp_path):
         assert png_size(inst / f"{plot}.png") == (640, 400)  # matplotlib's 6.4 x 4.0 in at 100 dpi
     summary = (run_dir / "summary.md").read_text()
     assert f"### {HOST}/tiny" in summary
-    assert "| flags | dtype=bfloat16, max_model_len=256, max_num_seqs=8, optimization_level=0 |" in summary
+    assert "| flags | dtype=float32, max_model_len=256, max_num_seqs=8, optimization_level=0 |" in summary
     plan = json.loads((inst / "instance.json").read_text())["plan"]
     assert f"| planner: KV-cache tokens | {plan['kv_cache_tokens']} |" in summary
     for conc in (1, 2):

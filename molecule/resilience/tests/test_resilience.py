@@ -43,7 +43,7 @@ def test_a_version_that_cannot_serve_is_rolled_back(host):
             "path": "/srv/models/tiny-hd16", "source": "generate", "served_name": "tiny-llama",
             "generate": {"layers": 2, "hidden": 32, "heads": 2, "kv_heads": 1}}},
         "vllm_instances": [{"name": "tiny", "model": "tiny-hd16", "gpus": [], "port": 8000,
-                            "flags": {"max_model_len": 256, "dtype": "bfloat16", "optimization_level": 0}}],
+                            "flags": {"max_model_len": 256, "dtype": "float32", "optimization_level": 0}}],
     })
     assert rc != 0
     assert "failed its gate" in out and "at completion" in out      # health passed; the completion did not
@@ -76,8 +76,8 @@ LADDER_VARS = {
                                "max_position": 131072}},
     },
     "vllm_instances": [
-        {"name": "tiny", "model": "tiny-llama", "gpus": [], "port": 8000, "flags": {"max_model_len": 256, "dtype": "bfloat16", "optimization_level": 0}},
-        {"name": "long", "model": "kv16k", "gpus": [], "port": 8001, "flags": {"max_model_len": 131072, "dtype": "bfloat16", "optimization_level": 0}},
+        {"name": "tiny", "model": "tiny-llama", "gpus": [], "port": 8000, "flags": {"max_model_len": 256, "dtype": "float32", "optimization_level": 0}},
+        {"name": "long", "model": "kv16k", "gpus": [], "port": 8001, "flags": {"max_model_len": 131072, "dtype": "float32", "optimization_level": 0}},
     ],
 }
 
