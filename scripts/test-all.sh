@@ -7,9 +7,9 @@
 # install in a Compose image boot from (they wait for it), and which check-vllm-args reads vLLM's
 # argument list in. Then two lanes at once, each with its own share of the machine's cores (on CI's 2
 # cores: one each). LANE1 and LANE2 (Makefile) list what each runs in order, checks (make targets)
-# and scenarios: lane 1 starts with the unit tests while the image is baked, then default, which boots
-# it; lane 2 starts with compose, whose node boots the bare image and builds its own vLLM image, then
-# multinode, then the short checks (check-vllm-args reads vLLM's argument list in the baked image).
+# and scenarios: lane 1 starts with the short checks while the image is baked, then default, which boots
+# it, and ends with check-vllm-args (vLLM's argument list read in the baked image); lane 2 starts with
+# compose, whose node boots the bare image and builds its own vLLM image, then multinode, then the unit tests.
 # Each lane's nodes are pinned to its cores (MOLECULE_NODE_CPUS, read by molecule/shared/create.yml),
 # so a busy engine in one lane never takes the other lane's core. A scenario spends about half its
 # time on one core (Python imports, one engine start after another, waits): measured on resilience's
