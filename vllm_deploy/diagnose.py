@@ -615,6 +615,11 @@ RULES: list[_Rule] = [
     # does not match the current device socverison Ascend310P3")
     _rule("unsupported_dtype_or_gpu", r"(?:HIP|CUDA)\s+error:\s*invalid\s+device\s+function|"
                                       r"socver\w*\s+\S+\s+of\s+bin\s+package\s+does\s+not\s+match\s+the\s+current\s+device"),
+    # a FlashAttention-3 kernel (the "hopper" sources: built for sm_90 only) failing at its launch on another GPU:
+    # "CUDA error (/__w/xformers/xformers/third_party/flash-attention/hopper/flash_fwd_launch_template.h:188):
+    # invalid argument", as xformers' or vLLM's bundled copy picks it for a vision encoder or the decoder
+    _rule("unsupported_dtype_or_gpu", r"CUDA\s+error\s+\([^)\n]{0,300}flash[-_]attention/hopper/[^)\n]{0,200}\):\s*"
+                                      r"[^\n]{1,100}", kind="fa3"),
     # the attention-backend selector's reason when the GPU itself is the limit (platforms/cuda.py)
     _rule("unsupported_dtype_or_gpu", r"(?:is\s+not\s+valid\s+for\s+this\s+configuration|No\s+valid\s+attention\s+"
                                       r"backend\s+found)[^\n]{0,400}?compute\s+capability\s+not\s+supported"),
@@ -672,7 +677,7 @@ RULES: list[_Rule] = [
     # and Ray's autoscaler, while the engine waits for its GPU workers (warnings: an error elsewhere wins)
     _rule("config_rejected",
           r"The\s+number\s+of\s+required\s+\w+\s+exceeds\s+the\s+total\s+number\s+of\s+available\s+\w+\s+in\s+the\s+"
-          r"placement\s+group|The\s+following\s+resource\s+request\s+cannot\s+be\s+scheduled\s+right\s+now:\s*"
+          r"(?:placement\s+group|cluster)|The\s+following\s+resource\s+request\s+cannot\s+be\s+scheduled\s+right\s+now:\s*"
           r"\{[^}\n]{0,200}'GPU'|"
           # the autoscaler's words for the same bundle while the engine waits for its placement group
           r"No\s+available\s+node\s+types\s+can\s+fulfill\s+resource\s+request\s*\{[^}\n]{0,200}'GPU'", tier=1, kind="ray"),
@@ -1151,6 +1156,11 @@ def _fix_unsupported_dtype_or_gpu(f: dict, where: str, kind: str) -> tuple[str, 
                 "~100 KiB per block).")
     if kind in ("too_old", "triton_old"):
         return _gpu_too_old(f)
+    if kind == "fa3":
+        return ("A FlashAttention-3 kernel (built for Hopper, sm_90) failed at its launch on this GPU",
+                "Use an attention path built for this GPU: another --attention-backend (for a vision encoder, "
+                "--mm-encoder-attn-backend or a vLLM whose ViT attention supports it), or a vLLM build whose kernels "
+                "cover this architecture.")
     if kind == "platform_kernel":
         return ("This vLLM has no kernel for the quantization on this accelerator (its kernel table has no entry for "
                 "the platform)",
@@ -1793,7 +1803,7 @@ def _placed_by_kind(text: str, pos: int, end: int, category: str, kind: str) -> 
         # without it fails later, at its own first kernel (profiling), where frames or milestones say so
         return "init", "low", _line_at(text, pos, end)
     if category in ("unsupported_dtype_or_gpu", "port_in_use", "driver_mismatch_or_no_driver") and \
-            kind not in ("kernel", "smem", "arch", "triton_old", "torchao", "triton_mma"):
+            kind not in ("kernel", "smem", "arch", "triton_old", "torchao", "triton_mma", "fa3"):
         # raised while the engine is configured, finds its GPUs or binds its port, before any weight is loaded
         return "init", "medium", _line_at(text, pos, end)
     return None

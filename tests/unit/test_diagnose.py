@@ -2215,3 +2215,20 @@ def test_round17_wordings(log, category, phase, word):
 ])
 def test_round18_wordings(log, category, phase, word):
     _diagnosed_as(log, category, phase, word)
+
+
+@pytest.mark.parametrize("log,category,phase,word", [
+    # Ray's cluster-wide check in its bare words, the ValueError's prefix not posted (blind19 103)
+    ("The number of required GPUs exceeds the total number of available GPUs in the cluster.",
+     "config_rejected", "init", "ray status"),
+    # a FlashAttention-3 ("hopper") kernel's launch failing on another GPU, after the profiling milestone (blind19 107)
+    ("INFO [gpu_model_runner.py:2591] Encoder cache will be initialized with a budget of 16384 tokens, and profiled "
+     "with 1 image items of the maximum feature size.\n"
+     "CUDA error (/__w/xformers/xformers/third_party/flash-attention/hopper/flash_fwd_launch_template.h:188): "
+     "invalid argument", "unsupported_dtype_or_gpu", "profile_run", "--mm-encoder-attn-backend"),
+    # near miss: a CUDA error in FlashAttention-2's sources is no Hopper-only kernel (and no cause the rules name)
+    ("CUDA error (/src/flash-attention/csrc/flash_attn/src/flash_fwd_launch_template.h:89): invalid argument",
+     "unknown", "unknown", None),
+])
+def test_round19_wordings(log, category, phase, word):
+    _diagnosed_as(log, category, phase, word)
