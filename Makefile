@@ -18,15 +18,16 @@ WHEELHOUSE ?= $(CURDIR)/.cache/wheelhouse
 export NODE_IMAGE WHEELHOUSE
 SCENARIOS ?= default resilience driver-upgrade compose gateway multinode
 # `make test` runs two lanes at once, each on its own half of the cores (scripts/test-all.sh), each a
-# list of checks (make targets) and scenarios run in order: lane 1 opens with the short checks (95 s, while the
+# list of checks (make targets) and scenarios run in order: lane 1 opens with the short checks (82 s, while the
 # node image with vLLM is baked beside the lanes: default and every scenario after it boot that image), then
 # default, resilience, driver-upgrade; lane 2 with compose (the bare image: it builds its own vLLM image), then
 # multinode, then the unit tests (on every core: their slowest, the gateway failover, mostly waits on apt in its
 # nodes). multinode's two ranks share lane 2's core (447 s alone on one core, 368 s on two: it waits on its ranks
 # more than it computes). A fresh clone's run on a 2-core Xeon with AMX (3461 s, 2026-12-05) had the unit tests
-# opening lane 1, which then ended 321 s after lane 2 (lane 1: 2358 s, lane 2: 2037 s); this order splits them
-# 2172 / 2223 s. The scenarios named in neither lane need every core and run alone after (gateway: one node per
-# core under load).
+# opening lane 1, which then ended 321 s after lane 2 (lane 1: 2358 s, lane 2: 2037 s); in this order (and with the
+# helpers copied once per run) the next run's lanes ended after 1899 s and 1827 s, the baked image rebuilt beside
+# them (212 s, default waited 131 s for it). The scenarios named in neither lane need every core and run alone
+# after (gateway: one node per core under load).
 LANE1 ?= test-rules lint syntax collection-check default resilience driver-upgrade check-vllm-args
 LANE2 ?= compose multinode test-unit
 # Throwaway venv (outside the repo) holding the pinned vLLM whose argument list is dumped.
