@@ -201,11 +201,19 @@ RULES: list[_Rule] = [
     # requests"; "NPU out of memory ..." on vllm-ascend)
     _rule("cuda_oom", r"(?:CUDA|NPU|XPU)\s+out\s+of\s+memory\s+occurred\s+when\s+" + _WARMING_UP
                       + r"(?:\s*\([^)\n]{0,60}\))?\s+with\s+(?P<dummy_requests>\d+)\s+dummy\s+requests", kind="sampler"),
+    # sleep mode's allocator (vllm/device_allocator/cumem.py) mapping memory back as the engine wakes up: "CUDA Error:
+    # out of memory at /workspace/csrc/cumem_allocator.cpp:62", alone or under wake_up's frames (blind4 111, blind20
+    # 021, 022): an engine put to sleep had started and served; what woke it finds the memory taken meanwhile
+    _rule("cuda_oom", r"CUDA\s+Error:\s*out\s+of\s+memory\s+at\s+\S*cumem_allocator\.cpp", kind="cumem"),
     _rule("cuda_oom", r"CUDA\s+out\s+of\s+memory\.\s*Tried\s+to\s+allocate\s+(?P<tried>[\d.]+)\s*(?P<tried_unit>[KMG]iB)"),
     # (Ray's own ray.exceptions.OutOfMemoryError is the node's host memory, not the GPU's; Ascend's ACL runtime says
     # "Failed to apply for memory." when the NPU's memory is exhausted, e.g. as its graph capture allocates)
     _rule("cuda_oom", r"CUDA\s+out\s+of\s+memory|CUDA\s+(?:driver\s+)?error:\s*out\s+of\s+memory|(?<!ray\.exceptions\.)OutOfMemoryError|(?:HIP|NPU|XPU)\s+out\s+of\s+memory|"
                       r"hipErrorOutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|"
+                      # torch's caching allocator's warning, one per rank, when an allocation fails (blind20 030:
+                      # "CUDACachingAllocator.cpp:3933] memory allocation failed with OOM on device 3 while trying to
+                      # allocate 26229080064 bytes (free: ...)")
+                      r"memory\s+allocation\s+failed\s+with\s+OOM\s+on\s+device|"
                       r"cudaErrorMemoryAllocation|CUBLAS_STATUS_ALLOC_FAILED|\bout\s+of\s+memory\s+error\s+occurred|"
                       r"\[Error\]:\s*Failed\s+to\s+apply\s+for\s+memory|"
                       # Apple's Metal (vllm-metal, MLX): "[METAL] Command buffer execution failed: Insufficient Memory
@@ -346,7 +354,12 @@ RULES: list[_Rule] = [
                        r"Memory\s+on\s+the\s+node\s+\(IP:[^)\n]{0,200}\)\s+where\s+the\s+task\s+\(actor\s+ID|"
                        r"Workers?\s+\(tasks\s*/\s*actors\)\s+killed\s+due\s+to\s+memory\s+pressure", kind="host_oom"),
     _rule("lost_rank", r"Worker\s+proc\s+\S+\s+died\s+unexpectedly|The\s+actor\s+died\s+unexpectedly\s+before\s+finishing|"
-                       r"The\s+actor\s+is\s+dead\s+because\s+its\s+worker\s+process\s+has\s+died", tier=1, kind="worker"),
+                       r"The\s+actor\s+is\s+dead\s+because\s+its\s+worker\s+process\s+has\s+died|"
+                       # Ray's raylet on a worker gone without a word (killed by the host's OOM killer, a segfault):
+                       # "A worker died or was killed while executing a task by an unexpected system error", "Worker
+                       # unexpectedly exits with a connection error code 2" (blind20 005, 023)
+                       r"A\s+worker\s+died\s+or\s+was\s+killed\s+while\s+executing\s+a\s+task|"
+                       r"Worker\s+unexpectedly\s+exits\s+with\s+a\s+connection\s+error", tier=1, kind="worker"),
     # the API server's client saw the engine-core process itself die (V1: "Engine core proc EngineCore_DP0 died
     # unexpectedly, shutting down client."): the engine is gone with no error of its own in the log (blind18 006).
     # Weak, as the worker's: a cause the log shows wins
@@ -394,7 +407,11 @@ RULES: list[_Rule] = [
                         # HCCL's own error codes (CANN's EI class: "EI0002 ... The wait execution of the Notify
                         # register times out", "EI0006 Getting socket times out", "EI0007 Failed to allocate
                         # resource[qp] ... Transport init error"), below whichever torch_npu call surfaced them
-                        r"\bEI\d{4}:\s*\[PID:|Transport\s+init\s+error\.?\s+Reason:"),
+                        r"\bEI\d{4}:\s*\[PID:|Transport\s+init\s+error\.?\s+Reason:|"
+                        # the same codes as CANN's error names give them ("Get_Socket_Timeout(EI0006): Getting socket
+                        # times out."), and an operator's own HCCL call failing ("Nnopbase fails to invoke the
+                        # HcclAllocComResourceByTiling function of the hccl module") (blind20 209, 213)
+                        r"\b[A-Z]\w*\(EI\d{4}\):|fails\s+to\s+invoke\s+the\s+Hccl\w+\s+function\s+of\s+the\s+hccl\s+module"),
     _rule("nccl_error", r"NCCL\s+WARN", tier=1),
     # NCCL refusing to be captured in a CUDA graph (an NCCL built for CUDA < 11.3 or a driver < R465), as the graphs
     # are captured: "NCCL WARN NCCL cannot be captured in a graph if either it wasn't built with CUDA runtime >= 11.3
@@ -620,6 +637,14 @@ RULES: list[_Rule] = [
     # invalid argument", as xformers' or vLLM's bundled copy picks it for a vision encoder or the decoder
     _rule("unsupported_dtype_or_gpu", r"CUDA\s+error\s+\([^)\n]{0,300}flash[-_]attention/hopper/[^)\n]{0,200}\):\s*"
                                       r"[^\n]{1,100}", kind="fa3"),
+    # Triton compiling an FP8 kernel (an FP8 checkpoint's block-scaled matmul, an FP8 MoE) for a GPU without FP8
+    # (e4m3 needs compute capability 8.9): "ValueError("type fp8e4nv not supported in this architecture. The supported
+    # fp8 dtypes are ('fp8e4b15', 'fp8e5')")", at the kernel's first launch (blind20 051, 053; blind10 109)
+    _rule("unsupported_dtype_or_gpu", r"type\s+fp8e4nv\s+not\s+supported\s+in\s+this\s+architecture", kind="triton_fp8"),
+    # one of vLLM's CUTLASS kernels not built for this GPU's capability, at its first call ("Error in calling custom op
+    # cutlass_scaled_mm: No compiled cutlass_scaled_mm for a compute capability less than CUDA device capability: 75")
+    _rule("unsupported_dtype_or_gpu", r"No\s+compiled\s+\w+\s+for\s+a\s+compute\s+capability\s+less\s+than\s+CUDA\s+device\s+"
+                                      r"capability:\s*(?P<compute_capability>\d+)", kind="kernel"),
     # the attention-backend selector's reason when the GPU itself is the limit (platforms/cuda.py)
     _rule("unsupported_dtype_or_gpu", r"(?:is\s+not\s+valid\s+for\s+this\s+configuration|No\s+valid\s+attention\s+"
                                       r"backend\s+found)[^\n]{0,400}?compute\s+capability\s+not\s+supported"),
@@ -1156,6 +1181,11 @@ def _fix_unsupported_dtype_or_gpu(f: dict, where: str, kind: str) -> tuple[str, 
                 "~100 KiB per block).")
     if kind in ("too_old", "triton_old"):
         return _gpu_too_old(f)
+    if kind == "triton_fp8":
+        return ("Triton cannot compile an FP8 (e4m3) kernel for this GPU: FP8 needs compute capability 8.9 (Ada, "
+                "Hopper) or newer",
+                "On this GPU serve an unquantized or INT8/INT4 (AWQ, GPTQ) checkpoint instead of the FP8 one, and keep "
+                "--kv-cache-dtype auto; or run the FP8 checkpoint on an Ada/Hopper or newer GPU.")
     if kind == "fa3":
         return ("A FlashAttention-3 kernel (built for Hopper, sm_90) failed at its launch on this GPU",
                 "Use an attention path built for this GPU: another --attention-backend (for a vision encoder, "
@@ -1380,8 +1410,9 @@ _FRAME_PHASES = [
                                        re.I)),
     # an RL trainer's weight sync into the running engine (its load_weights is no start-up): OpenRLHF's and vLLM's
     # RLHF examples' worker extension update_weight / update_weight_cuda_ipc / update_weights_from_ipc_handles,
-    # verl's patched LLM.sync_model_weights
-    ("serving", re.compile(r"\bupdate_weights?(?:_from_\w+|_cuda_ipc)?\b|\bsync_model_weights\b", re.I)),
+    # verl's patched LLM.sync_model_weights; and sleep mode's wake_up (LLM.wake_up, the executor's, the worker's,
+    # the cumem allocator's): an engine is put to sleep only after it started, between an RL trainer's steps
+    ("serving", re.compile(r"\bupdate_weights?(?:_from_\w+|_cuda_ipc)?\b|\bsync_model_weights\b|\bwake_up\b", re.I)),
     ("model_loading", re.compile(r"\bload_model\b|load_weights|model_loader|weight_loader|initialize_model|"
                                  r"process_weights_after_loading|"
                                  # the model's layers being built, each allocating its weights (a model class's
@@ -1777,6 +1808,9 @@ def _placed_by_kind(text: str, pos: int, end: int, category: str, kind: str) -> 
     if category == "config_rejected" and kind == "backend":
         # V1 picks the attention backend when the model's attention layers are built (Attention.__init__)
         return "model_loading", "low", _line_at(text, pos, end)
+    if category == "cuda_oom" and kind == "cumem":
+        # sleep mode's allocator failing to map memory back: the engine had started and slept (see the rule)
+        return "serving", "low", _line_at(text, pos, end)
     if category == "nccl_error" and kind == "connect":
         # the ranks meet once, when the process group is formed at worker start
         return "init", "high", _line_at(text, pos, end)
@@ -1793,17 +1827,17 @@ def _placed_by_kind(text: str, pos: int, end: int, category: str, kind: str) -> 
     if category == "unsupported_dtype_or_gpu" and kind == "torchao":
         # torchao quantizes the weights as they are loaded
         return "model_loading", "low", _line_at(text, pos, end)
-    if category == "unsupported_dtype_or_gpu" and kind == "kernel" and (
+    if category == "unsupported_dtype_or_gpu" and kind in ("kernel", "triton_fp8") and (
             m := _FORWARD_FRAME_RE.search(text, max(0, pos - 6000), pos)):
         # the missing kernel was the model's own forward (a layer's apply/forward frame above the error): its first
         # forward pass is the profiling run, before any request could be served
         return "profile_run", "low", _line_at(text, m.start(), m.end())
-    if category == "unsupported_dtype_or_gpu" and kind == "kernel":
+    if category == "unsupported_dtype_or_gpu" and kind in ("kernel", "triton_fp8"):
         # a torch build without this GPU's architecture fails at its first kernel, at device init; a vLLM build
         # without it fails later, at its own first kernel (profiling), where frames or milestones say so
         return "init", "low", _line_at(text, pos, end)
     if category in ("unsupported_dtype_or_gpu", "port_in_use", "driver_mismatch_or_no_driver") and \
-            kind not in ("kernel", "smem", "arch", "triton_old", "torchao", "triton_mma", "fa3"):
+            kind not in ("kernel", "smem", "arch", "triton_old", "torchao", "triton_mma", "fa3", "triton_fp8"):
         # raised while the engine is configured, finds its GPUs or binds its port, before any weight is loaded
         return "init", "medium", _line_at(text, pos, end)
     return None
@@ -2372,7 +2406,10 @@ def _spelled_arg_re() -> re.Pattern:
 
 
 # the parallel layouts the engine's arguments set, in prose ("Pipeline parallelism is not supported yet with ...")
-_PARALLELISM_RE = re.compile(r"\b(?:tensor|pipeline|data|expert|context|sequence)[\s_-]+parallel(?:ism)?\b", re.I)
+_PARALLELISM_RE = re.compile(r"\b(?:tensor|pipeline|data|expert|context|sequence)[\s_-]+parallel(?:ism)?\b|"
+                             # and by their abbreviations, upper case ("BitAndBytes quantization with TP or PP is not
+                             # supported yet", blind20 058)
+                             r"(?-i:\b(?:TP|PP|DP|EP)\b)", re.I)
 
 
 def _names_an_engine_arg(message: str) -> bool:

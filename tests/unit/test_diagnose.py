@@ -2232,3 +2232,45 @@ def test_round18_wordings(log, category, phase, word):
 ])
 def test_round19_wordings(log, category, phase, word):
     _diagnosed_as(log, category, phase, word)
+
+
+@pytest.mark.parametrize("log,category,phase,word", [
+    # sleep mode's allocator mapping memory back on wake-up: the line alone, and under wake_up's frames (blind20 021, 022)
+    ("CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:56\n"
+     "CUDA Error: invalid argument at /workspace/csrc/cumem_allocator.cpp:57", "cuda_oom_runtime", "serving", None),
+    ('  File "/usr/local/lib/python3.10/dist-packages/vllm/worker/worker.py", line 140, in wake_up\n'
+     "    allocator.wake_up()\n"
+     "RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62",
+     "cuda_oom_runtime", "serving", None),
+    # near miss: a torch OOM under start-up's frames stays the start-up's (sleep mode or not)
+    ('  File "/x/vllm/worker/worker.py", line 183, in determine_num_available_blocks\n'
+     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", "cuda_oom_weights", "profile_run", None),
+    # Triton's FP8 on a GPU without it, in a title's words or the ValueError's (blind20 051, 053)
+    ("[Bug]: Qwen3 FP8 on 0.8.5: type fp8e4nv not supported in this architecture.",
+     "unsupported_dtype_or_gpu", "init", "Ada/Hopper"),
+    # a CUTLASS kernel not compiled for this capability, in a worker's log record (blind20 054)
+    ("(VllmWorkerProcess pid=3737) ERROR 10-16 19:44:44 multiproc_worker_utils.py:231] Exception in worker "
+     "VllmWorkerProcess while processing method determine_num_available_blocks: Error in calling custom op "
+     "cutlass_scaled_mm: No compiled cutlass_scaled_mm for a compute capability less than CUDA device capability: 75",
+     "unsupported_dtype_or_gpu", "profile_run", None),
+    # torch's allocator warning, one per rank (blind20 030)
+    ("[rank3]:[W804 15:02:21.946926299 CUDACachingAllocator.cpp:3933] memory allocation failed with OOM on device 3 "
+     "while trying to allocate 26229080064 bytes (free: 16487546880, total: 191503007744).", "cuda_oom", "unknown", None),
+    # HCCL's codes as CANN names them, and an operator's HCCL call (blind20 209, 213)
+    ("[PID: 749] 2025-12-29-03:16:15.787.356 Get_Socket_Timeout(EI0006): Getting socket times out. Reason: 1. The "
+     "remote does not initiate a connect request.", "nccl_error", "unknown", None),  # a time-out: no phase of its own
+    ("Nnopbase fails to invoke the HcclAllocComResourceByTiling function of the hccl module. ret = 9, comm = 0xff.",
+     "nccl_error", "init", None),
+    # Ray's worker gone without a word (blind20 005, 023)
+    ("WARNING worker.py:2074 -- A worker died or was killed while executing a task by an unexpected system error. "
+     "To troubleshoot the problem, check the logs for the dead worker.", "lost_rank", "unknown", None),
+    # near miss: the cause the log shows wins over Ray's notice
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+     "SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2. End of file.",
+     "cuda_oom", "unknown", None),
+    # a parallel layout by its abbreviation in a refusal (blind20 058); lower case words are no abbreviation
+    ("ValueError: BitAndBytes quantization with TP or PP is not supported yet.", "config_rejected", "init", None),
+    ("ValueError: the tp of this checkpoint is not supported yet.", "unknown", "init", None),
+])
+def test_round20_wordings(log, category, phase, word):
+    _diagnosed_as(log, category, phase, word)
