@@ -214,6 +214,10 @@ RULES: list[_Rule] = [
                       # "CUDACachingAllocator.cpp:3933] memory allocation failed with OOM on device 3 while trying to
                       # allocate 26229080064 bytes (free: ...)")
                       r"memory\s+allocation\s+failed\s+with\s+OOM\s+on\s+device|"
+                      # Intel GPUs' Unified Runtime (Level Zero) out of device memory, or of the resources an
+                      # allocation needs: "level_zero backend failed with error: 40 (UR_RESULT_ERROR_OUT_OF_RESOURCES)"
+                      # (blind20 117)
+                      r"UR_RESULT_ERROR_OUT_OF_(?:DEVICE_MEMORY|RESOURCES)|"
                       r"cudaErrorMemoryAllocation|CUBLAS_STATUS_ALLOC_FAILED|\bout\s+of\s+memory\s+error\s+occurred|"
                       r"\[Error\]:\s*Failed\s+to\s+apply\s+for\s+memory|"
                       # Apple's Metal (vllm-metal, MLX): "[METAL] Command buffer execution failed: Insufficient Memory
@@ -2531,6 +2535,11 @@ def _no_known_failure(norm: str, milestones: list, last_line_is_message: bool = 
     loc = _locate(norm, exc[0].start(), exc[0].end(), "unknown", "", milestones) if exc else \
         _located_without_error(norm, reached, after, milestone_pos)
     start_failed = None if exc else _START_FAILED_RE.search(norm)
+    if not exc and (too_long := _PROMPT_TOO_LONG_RE.search(norm)):
+        # a request's prompt checked against max_model_len, its ValueError quoted inside a sentence (blind20 103, 114):
+        # no exception line, but the check only runs when a request arrives
+        loc.update(phase="serving", phase_confidence="medium",
+                   phase_evidence=_line_at(norm, too_long.start(), too_long.end()))
     if (exc or start_failed) and loc["phase"] == "unknown" and loc["phase_reached"] == "none":
         # an error, and before it not one of the milestones vLLM logs as it starts (the engine's config line, weights
         # loaded, ...) nor a serving line: in a service's journal, the engine had not got past start-up's first steps.

@@ -2271,6 +2271,12 @@ def test_round19_wordings(log, category, phase, word):
     # a parallel layout by its abbreviation in a refusal (blind20 058); lower case words are no abbreviation
     ("ValueError: BitAndBytes quantization with TP or PP is not supported yet.", "config_rejected", "init", None),
     ("ValueError: the tp of this checkpoint is not supported yet.", "unknown", "init", None),
+    # a request's length check quoted inside a sentence: no exception line, still a request's (blind20 103, 114)
+    ("设置了以下config没有生效: ValueError: Prompt length of 5016 is longer than the maximum model length of 4096.",
+     "unknown", "serving", None),
+    # Intel GPUs' Unified Runtime out of resources (blind20 117, blind14 104)
+    ("RuntimeError: level_zero backend failed with error: 40 (UR_RESULT_ERROR_OUT_OF_RESOURCES)", "cuda_oom", "unknown",
+     None),
 ])
 def test_round20_wordings(log, category, phase, word):
     _diagnosed_as(log, category, phase, word)

@@ -315,9 +315,6 @@ KNOWN_MISSES = {
         ("015-ernie45-vl-remote-code-module-not-found.log", "category"):
             "a ModuleNotFoundError inside the model's remote code, its lines run together in one paste "
             "(trust_remote_code_required by the thread)",
-        ("104-xpu-b60-gptoss20b-tp2-out-of-resources.log", "category"):
-            "an Intel XPU's level_zero UR_RESULT_ERROR_OUT_OF_RESOURCES, no memory word the rules read (cuda_oom by "
-            "the thread)",
         ("105-minicpmv45-modelconfig-json-expecting-value.log", "category"):
             "pydantic's ModelConfig error around a JSON decode error: read as a refused config; the thread: a "
             "broken or missing config file of the model (model_not_found_or_auth)",
@@ -507,8 +504,6 @@ KNOWN_MISSES = {
             "read as model_not_found_or_auth; the collector, from the thread: config_rejected",
         ("068-mamba-cache-blocks-below-max-num-seqs-h100.log", "phase"):
             "placed in graph_capture by what the log shows; the collector, from the thread: kv_cache_allocation",
-        ("103-swift-internvl3-decoder-prompt-over-max-len.log", "phase"):
-            "no frame, milestone or serving line the rules read places it; the collector, from the error text: serving",
         ("105-open-r1-grpo-nccl-watchdog-broadcast-timeout.log", "category"):
             "read as unknown; the collector, from the error text: nccl_error",
         ("107-ray-serve-example-list-no-max-model-len.log", "phase"):
@@ -517,12 +512,8 @@ KNOWN_MISSES = {
             "placed in init by what the log shows; the collector, from the error text: serving",
         ("111-open-instruct-qlora-merged-keyerror-down-proj.log", "category"):
             "read as model_not_supported; the collector, from the thread: unknown",
-        ("114-llamafactory-prompt-5016-over-max-len-4096.log", "phase"):
-            "no frame, milestone or serving line the rules read places it; the collector, from the error text: serving",
-        ("117-intel-b70-qwen36-fp8-level-zero-out-of-resources.log", "category"):
-            "read as unknown; the collector, from the error text: cuda_oom",
         ("117-intel-b70-qwen36-fp8-level-zero-out-of-resources.log", "phase"):
-            "placed in init by what the log shows; the collector, from the error text: profile_run",
+            "no frame, milestone or serving line the rules read places it; the collector, from the error text: profile_run",
         ("118-ipex-llm-a770-qwen2-7b-xpu-oom-low-bit-linear.log", "category"):
             "read as cuda_oom; the collector, from the thread: cuda_oom_runtime",
         ("118-ipex-llm-a770-qwen2-7b-xpu-oom-low-bit-linear.log", "phase"):
