@@ -148,8 +148,8 @@ bench-diagnose-forward: setup  ## Each round's measuring rules (from git history
 bench-diagnose-readers: setup  ## Three readers of the blind thirds' logs alone, and a relabeler, against the labels and the rules
 	$(PY) scripts/bench_diagnose_readers.py
 
-# Rounds 2 to 19, each in its folder tests/fixtures/vllm-failures-blindN (make bench-diagnose-blind2 ... -blind19).
-bench-diagnose-blind%: setup  ## The same on round N's blind hold-out, N = 2 ... 19 (tests/fixtures/vllm-failures-blindN)
+# Rounds 2 to 20, each in its folder tests/fixtures/vllm-failures-blindN (make bench-diagnose-blind2 ... -blind20).
+bench-diagnose-blind%: setup  ## The same on round N's blind hold-out, N = 2 ... 20 (tests/fixtures/vllm-failures-blindN)
 	@test -d tests/fixtures/vllm-failures-blind$* || { echo "no blind round $* (tests/fixtures/vllm-failures-blind$*)"; exit 2; }
 	$(PY) scripts/bench_diagnose_blind.py tests/fixtures/vllm-failures-blind$*
 
