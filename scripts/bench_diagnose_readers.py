@@ -116,8 +116,8 @@ def rules_blind(keys: list[tuple[str, str]]) -> dict[tuple[str, str], tuple[str,
 
 
 def whole_round(path: str) -> None:
-    """A round read whole (both thirds) by the readers when it was measured, before it was opened, beside the rules
-    that measured it: a file round<N>.tsv."""
+    """A round read whole (both thirds) by three readers of the logs alone (no thread, rules or labels), beside the
+    rules that measured it: a file round<N>.tsv (when each was read: the folder's README.md)."""
     readers = answers(path)
     names = sorted(readers)
     folder = next(iter(readers[names[0]]))[0]
@@ -131,7 +131,7 @@ def whole_round(path: str) -> None:
     rows += [(r, {k: row["category"] for k, row in readers[r].items()},
               {k: row["phase"] for k, row in readers[r].items()}) for r in names]
     print()
-    print(f"{folder}, read whole by {len(names)} readers when it was measured, before it was opened:")
+    print(f"{folder}, read whole by {len(names)} readers of the logs alone, beside the rules that measured it:")
     for part, sub in (("blind third", [k for k in keys if k[1] in blind]),
                       ("development", [k for k in keys if k[1] not in blind]), ("all", keys)):
         phased = [k for k in sub if truth[k].get("phase", "unknown") != "unknown"]
