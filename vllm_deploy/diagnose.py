@@ -647,8 +647,8 @@ RULES: list[_Rule] = [
     _rule("unsupported_dtype_or_gpu", r"type\s+fp8e4nv\s+not\s+supported\s+in\s+this\s+architecture", kind="triton_fp8"),
     # one of vLLM's CUTLASS kernels not built for this GPU's capability, at its first call ("Error in calling custom op
     # cutlass_scaled_mm: No compiled cutlass_scaled_mm for a compute capability less than CUDA device capability: 75")
-    _rule("unsupported_dtype_or_gpu", r"No\s+compiled\s+\w+\s+for\s+a\s+compute\s+capability\s+less\s+than\s+CUDA\s+device\s+"
-                                      r"capability:\s*(?P<compute_capability>\d+)", kind="kernel"),
+    _rule("unsupported_dtype_or_gpu", r"No\s+compiled\s+(?P<op>\w+)\s+for\s+a\s+compute\s+capability\s+less\s+than\s+CUDA\s+"
+                                      r"device\s+capability:\s*(?P<compute_capability>\d+)", kind="cutlass"),
     # the attention-backend selector's reason when the GPU itself is the limit (platforms/cuda.py)
     _rule("unsupported_dtype_or_gpu", r"(?:is\s+not\s+valid\s+for\s+this\s+configuration|No\s+valid\s+attention\s+"
                                       r"backend\s+found)[^\n]{0,400}?compute\s+capability\s+not\s+supported"),
@@ -1190,6 +1190,12 @@ def _fix_unsupported_dtype_or_gpu(f: dict, where: str, kind: str) -> tuple[str, 
                 "Hopper) or newer",
                 "On this GPU serve an unquantized or INT8/INT4 (AWQ, GPTQ) checkpoint instead of the FP8 one, and keep "
                 "--kv-cache-dtype auto; or run the FP8 checkpoint on an Ada/Hopper or newer GPU.")
+    if kind == "cutlass":
+        return (f"vLLM's CUTLASS kernel {f.get('op') or ''} has no build for this GPU (compute capability "
+                f"{_capability(f['compute_capability']) if f.get('compute_capability') else 'not shown'})",
+                "Serve a checkpoint whose quantization has a kernel for this GPU (unquantized, or AWQ/GPTQ instead of "
+                "W8A8 INT8/FP8 scaled matmuls), or a vLLM build whose kernels include this architecture "
+                "(TORCH_CUDA_ARCH_LIST when building from source).")
     if kind == "fa3":
         return ("A FlashAttention-3 kernel (built for Hopper, sm_90) failed at its launch on this GPU",
                 "Use an attention path built for this GPU: another --attention-backend (for a vision encoder, "
@@ -1831,17 +1837,17 @@ def _placed_by_kind(text: str, pos: int, end: int, category: str, kind: str) -> 
     if category == "unsupported_dtype_or_gpu" and kind == "torchao":
         # torchao quantizes the weights as they are loaded
         return "model_loading", "low", _line_at(text, pos, end)
-    if category == "unsupported_dtype_or_gpu" and kind in ("kernel", "triton_fp8") and (
+    if category == "unsupported_dtype_or_gpu" and kind in ("kernel", "triton_fp8", "cutlass") and (
             m := _FORWARD_FRAME_RE.search(text, max(0, pos - 6000), pos)):
         # the missing kernel was the model's own forward (a layer's apply/forward frame above the error): its first
         # forward pass is the profiling run, before any request could be served
         return "profile_run", "low", _line_at(text, m.start(), m.end())
-    if category == "unsupported_dtype_or_gpu" and kind in ("kernel", "triton_fp8"):
+    if category == "unsupported_dtype_or_gpu" and kind in ("kernel", "triton_fp8", "cutlass"):
         # a torch build without this GPU's architecture fails at its first kernel, at device init; a vLLM build
         # without it fails later, at its own first kernel (profiling), where frames or milestones say so
         return "init", "low", _line_at(text, pos, end)
     if category in ("unsupported_dtype_or_gpu", "port_in_use", "driver_mismatch_or_no_driver") and \
-            kind not in ("kernel", "smem", "arch", "triton_old", "torchao", "triton_mma", "fa3", "triton_fp8"):
+            kind not in ("kernel", "smem", "arch", "triton_old", "torchao", "triton_mma", "fa3", "triton_fp8", "cutlass"):
         # raised while the engine is configured, finds its GPUs or binds its port, before any weight is loaded
         return "init", "medium", _line_at(text, pos, end)
     return None

@@ -2252,7 +2252,7 @@ def test_round19_wordings(log, category, phase, word):
     ("(VllmWorkerProcess pid=3737) ERROR 10-16 19:44:44 multiproc_worker_utils.py:231] Exception in worker "
      "VllmWorkerProcess while processing method determine_num_available_blocks: Error in calling custom op "
      "cutlass_scaled_mm: No compiled cutlass_scaled_mm for a compute capability less than CUDA device capability: 75",
-     "unsupported_dtype_or_gpu", "profile_run", None),
+     "unsupported_dtype_or_gpu", "profile_run", "TORCH_CUDA_ARCH_LIST"),
     # torch's allocator warning, one per rank (blind20 030)
     ("[rank3]:[W804 15:02:21.946926299 CUDACachingAllocator.cpp:3933] memory allocation failed with OOM on device 3 "
      "while trying to allocate 26229080064 bytes (free: 16487546880, total: 191503007744).", "cuda_oom", "unknown", None),
