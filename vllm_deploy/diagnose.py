@@ -1808,6 +1808,11 @@ def _placed_by_evidence(text: str, pos: int, end: int, category: str, milestones
     return None
 
 
+# Kinds of unsupported_dtype_or_gpu raised at a kernel's first launch or compile (no kernel image for the GPU, Triton's
+# fp8e4nv, a CUTLASS kernel not compiled for its capability): placed by the model's forward frames, else at init.
+_FIRST_KERNEL_KINDS = ("kernel", "triton_fp8", "cutlass")
+
+
 def _placed_by_kind(text: str, pos: int, end: int, category: str, kind: str) -> tuple[str, str, str] | None:
     """(phase, confidence, evidence) where the log shows nothing but the failure: where its kind is raised."""
     if kind in _BUILT_WITH_THE_MODEL:
@@ -1837,17 +1842,16 @@ def _placed_by_kind(text: str, pos: int, end: int, category: str, kind: str) -> 
     if category == "unsupported_dtype_or_gpu" and kind == "torchao":
         # torchao quantizes the weights as they are loaded
         return "model_loading", "low", _line_at(text, pos, end)
-    if category == "unsupported_dtype_or_gpu" and kind in ("kernel", "triton_fp8", "cutlass") and (
-            m := _FORWARD_FRAME_RE.search(text, max(0, pos - 6000), pos)):
-        # the missing kernel was the model's own forward (a layer's apply/forward frame above the error): its first
-        # forward pass is the profiling run, before any request could be served
-        return "profile_run", "low", _line_at(text, m.start(), m.end())
-    if category == "unsupported_dtype_or_gpu" and kind in ("kernel", "triton_fp8", "cutlass"):
+    if category == "unsupported_dtype_or_gpu" and kind in _FIRST_KERNEL_KINDS:
+        if m := _FORWARD_FRAME_RE.search(text, max(0, pos - 6000), pos):
+            # the missing kernel was the model's own forward (a layer's apply/forward frame above the error): its
+            # first forward pass is the profiling run, before any request could be served
+            return "profile_run", "low", _line_at(text, m.start(), m.end())
         # a torch build without this GPU's architecture fails at its first kernel, at device init; a vLLM build
         # without it fails later, at its own first kernel (profiling), where frames or milestones say so
         return "init", "low", _line_at(text, pos, end)
     if category in ("unsupported_dtype_or_gpu", "port_in_use", "driver_mismatch_or_no_driver") and \
-            kind not in ("kernel", "smem", "arch", "triton_old", "torchao", "triton_mma", "fa3", "triton_fp8", "cutlass"):
+            kind not in ("smem", "arch", "triton_old", "triton_mma", "fa3"):
         # raised while the engine is configured, finds its GPUs or binds its port, before any weight is loaded
         return "init", "medium", _line_at(text, pos, end)
     return None
